@@ -1,0 +1,32 @@
+"""The ``harnessctl`` command line: a thin layer that parses flags, calls one library
+function and renders the result. Nothing imports it; command modules import the library
+inside their functions so that ``--help`` starts fast."""
+
+from __future__ import annotations
+
+import typer
+
+from . import eval_cmd, init_cmd, show_cmd
+from .render import handle_errors
+
+app = typer.Typer(
+    name="harnessctl",
+    help=(
+        "Harness evolution for LLM agents: evaluate harnesses in sandboxes, evolve sibling "
+        "harnesses, profile them, export rescue pools for RL.\n\n"
+        "Offline by default: the policy 'sim/dbbench' is a simulated DBBench agent, a TEST "
+        "DOUBLE that knows the answers and fails in seeded ways. Pass any litellm model "
+        "string (e.g. --policy openai/gpt-4o-mini) to use a real model."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("eval")(handle_errors(eval_cmd.eval_command))
+app.command("show")(handle_errors(show_cmd.show_command))
+app.command("rollouts")(handle_errors(show_cmd.rollouts_command))
+app.command("init")(handle_errors(init_cmd.init_command))
+
+
+def main() -> None:
+    app()

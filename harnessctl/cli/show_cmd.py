@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from ..constants import ENV_STORE_URL
+
+
+def show_command(
+    rollout_id: Annotated[str, typer.Argument(help="Rollout id or a unique prefix (>= 4).")],
+    store: Annotated[
+        str | None, typer.Option(help="Store SQLAlchemy URL.", envvar=ENV_STORE_URL)
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw trajectory.")] = False,
+) -> None:
+    """Render one rollout's trajectory: every model call, the action the harness took, the
+    observation, and how the host scored the result."""
+    from ..workspace import load_workspace
+    from .render import console
+    from .trajectory_view import render_trajectory
+
+    db = load_workspace().open_store(store)
+    row = db.rollout(rollout_id)
+    trajectory = db.trajectory(row)
+    if as_json:
+        console().print_json(json.dumps(trajectory, default=str))
+        return
+    render_trajectory(console(), row, trajectory)
+
+
+def rollouts_command(
+    harness: Annotated[str | None, typer.Option(help="Only this harness name.")] = None,
+    task: Annotated[str | None, typer.Option(help="Only this task id.")] = None,
+    outcome: Annotated[str | None, typer.Option(help="Only this outcome.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 20,
+    store: Annotated[
+        str | None, typer.Option(help="Store SQLAlchemy URL.", envvar=ENV_STORE_URL)
+    ] = None,
+) -> None:
+    """List recorded rollouts (newest first) with their ids, for `harnessctl show`."""
+    from rich.table import Table
+
+    from ..workspace import load_workspace
+    from .render import console
+
+    db = load_workspace().open_store(store)
+    rows = [r for r in db.rollouts(task_id=task)
+            if (harness is None or r.harness_name == harness)
+            and (outcome is None or r.outcome == outcome)]
+    rows.sort(key=lambda r: r.created_at, reverse=True)
+    table = Table(show_edge=False)
+    for col in ("id", "harness", "task", "seed", "policy", "outcome", "steps"):
+        table.add_column(col)
+    for r in rows[:limit]:
+        table.add_row(r.id[:12], r.harness_name, r.task_id, str(r.seed), r.policy_id,
+                      r.outcome, str(r.steps))
+    console().print(table)

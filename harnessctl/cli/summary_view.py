@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .render import pct
+
+
+def render_summary(console: Console, spec, request, result) -> None:
+    s = result.summary
+    lo, hi = s.ci95
+    console.print(
+        f"[bold]{spec.name}[/] ({spec.short_hash}) on {request.suite.name}/{request.split} "
+        f"with {request.policy.model}"
+        + (f" {request.policy.params}" if request.policy.params else "")
+    )
+    if result.executed == 0 and result.cached:
+        console.print(f"all {result.cached} rollouts served from the cache (no new rollouts)")
+    else:
+        console.print(f"{result.executed} new rollouts, {result.cached} served from the cache")
+    console.print(
+        f"success [bold]{pct(s.success_rate)}[/] ({s.successes}/{s.rollouts}, "
+        f"95% CI {pct(lo)}-{pct(hi)}) over {s.tasks} tasks"
+    )
+    outcomes = Table(title="outcomes", show_edge=False)
+    outcomes.add_column("outcome")
+    outcomes.add_column("rollouts", justify="right")
+    outcomes.add_column("share", justify="right")
+    for name, count in sorted(s.outcomes.items(), key=lambda kv: -kv[1]):
+        outcomes.add_row(name, str(count), pct(count / s.rollouts))
+    console.print(outcomes)
+    cats = Table(title="by category", show_edge=False)
+    cats.add_column("category")
+    cats.add_column("success", justify="right")
+    cats.add_column("rollouts", justify="right")
+    for name, row in s.categories.items():
+        cats.add_row(name, pct(row["success_rate"]), str(row["rollouts"]))
+    console.print(cats)
+    console.print(
+        f"tokens {s.prompt_tokens:,} prompt + {s.completion_tokens:,} completion, "
+        f"cost ${s.cost_usd:.4f}, mean steps {s.mean_steps:.1f}, "
+        f"wall p50 {s.wall_p50_s:.2f}s p95 {s.wall_p95_s:.2f}s"
+    )
+    console.print(f"run {result.run_id[:12]}  (harnessctl show ROLLOUT_ID for a trajectory)")

@@ -1,0 +1,32 @@
+"""Every environment variable and default that harnessctl reads, in one place."""
+
+from __future__ import annotations
+
+# --- host-side settings (layers: built-in < harnessctl.yaml < HARNESSCTL_* env < flags) ---
+ENV_STORE_URL = "HARNESSCTL_STORE_URL"  # any SQLAlchemy URL; default: SQLite in .harnessctl/
+ENV_WORKSPACE = "HARNESSCTL_WORKSPACE"  # workspace root; default: nearest harnessctl.yaml upwards
+ENV_SANDBOX = "HARNESSCTL_SANDBOX"  # sandbox backend name (local, docker)
+ENV_WORKERS = "HARNESSCTL_WORKERS"
+ENV_POLICY = "HARNESSCTL_POLICY"  # default policy model string
+ENV_GATEWAY_PORT = "HARNESSCTL_GATEWAY_PORT"  # opt-in loopback TCP port for the gateway
+
+# Variables that never reach a sandbox, whatever else is passed through.
+SECRET_ENV_PREFIXES = ("HARNESSCTL_", "OPENAI_", "ANTHROPIC_", "AZURE_", "AWS_", "GEMINI_",
+                       "GOOGLE_", "MISTRAL_", "COHERE_", "HF_", "HUGGINGFACE_", "LITELLM_",
+                       "GROQ_", "TOGETHER", "DEEPSEEK_", "XAI_", "OPENROUTER_")
+
+# --- the contract between host and sandbox runtime (names mirrored in harnessctl/runtime) ---
+RT_ENV_GATEWAY = "HXRT_GATEWAY"  # unix:///path/to/socket or http://127.0.0.1:PORT
+RT_ENV_TOKEN = "HXRT_TOKEN"  # per-rollout capability token for the gateway (not a secret key)
+RT_ENV_HARNESS = "HXRT_HARNESS_DIR"
+RT_ENV_TASK = "HXRT_TASK_DIR"
+RT_ENV_LIMITS = "HXRT_LIMITS"  # JSON: rlimits the runtime applies to itself before harness code
+
+WORKSPACE_FILE = "harnessctl.yaml"
+STATE_DIR = ".harnessctl"
+DEFAULT_POLICY = "sim/dbbench"
+DEFAULT_ROLLOUTS = 3
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MAX_CALLS = 40
+DEFAULT_MAX_TOKENS = 60_000
+INFRA_RETRIES = 2

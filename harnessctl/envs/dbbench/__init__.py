@@ -1,0 +1,96 @@
+"""The ``dbbench`` environment: AgentBench DBBench tasks on SQLite.
+
+A task's public material is ``task.json`` (instruction, context, table name, database file
+name) and ``db.sqlite`` (the table, built as the official init builds it: see ``database``).
+Gold labels, ``answer_md5``, the reference SQL and the task type never leave the host; they
+are used by ``score`` (see ``scoring``) and ``oracle``.
+
+The library functions work on any DBBench JSONL without the environment object:
+``load_jsonl``, ``check_record``, ``build_database``, ``score_record``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harnessctl.envs import Score, Task, TaskSet
+
+from .database import build_database, column_names, table_rows
+from .records import KIND, MUTATION_TYPES, RecordError, check_record, is_mutation, load_jsonl
+from .scoring import answers_match, normalise, parse_answer, score_record
+
+DB_FILE = "db.sqlite"
+TASK_FILE = "task.json"
+
+
+def public_task(task: Task) -> dict[str, Any]:
+    """What the sandbox may see of a task (the content of ``task.json``)."""
+    record = task.record
+    return {
+        "task_id": task.id,
+        "env": KIND,
+        "instruction": record["description"],
+        "context": record["add_description"],
+        "table_name": record["table"]["table_name"],
+        "database": DB_FILE,
+    }
+
+
+class DBBenchEnvironment:
+    """AgentBench DBBench (v0.2 protocol) on SQLite."""
+
+    kind = KIND
+
+    def load_tasks(self, path: Path) -> TaskSet:
+        """Load a DBBench JSONL file; broken records become problems (``records``)."""
+        return load_jsonl(Path(path))
+
+    def prepare(self, task: Task, workdir: Path) -> None:
+        """Write ``task.json`` and a fresh ``db.sqlite`` into ``workdir``; nothing gold."""
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        build_database(task.record, workdir / DB_FILE)
+        text = json.dumps(public_task(task), ensure_ascii=False, indent=2)
+        (workdir / TASK_FILE).write_text(text + "\n", encoding="utf-8")
+
+    def score(self, task: Task, workdir: Path, answer: str | None) -> Score:
+        """Score the table left in ``workdir/db.sqlite`` or the final ``answer``."""
+        return score_record(task.record, Path(workdir) / DB_FILE, answer)
+
+    def oracle(self, task: Task) -> dict[str, Any]:
+        """The whole task, gold included, for the offline simulated policy (host only)."""
+        record = task.record
+        mutation = is_mutation(record)
+        sql = record.get("sql")
+        return {
+            "task_id": task.id,
+            "type": record["type"][0],
+            "kind": "mutation" if mutation else "query",
+            "description": record["description"],
+            "table_name": record["table"]["table_name"],
+            "columns": column_names(record),
+            "rows": table_rows(record),
+            "label": list(record["label"]),
+            "reference_sql": record["label"][0] if mutation else None,
+            "query_sql": sql.get("query") if isinstance(sql, dict) else None,
+        }
+
+
+__all__ = [
+    "DB_FILE",
+    "KIND",
+    "MUTATION_TYPES",
+    "TASK_FILE",
+    "DBBenchEnvironment",
+    "RecordError",
+    "answers_match",
+    "build_database",
+    "check_record",
+    "load_jsonl",
+    "normalise",
+    "parse_answer",
+    "public_task",
+    "score_record",
+]

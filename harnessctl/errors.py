@@ -1,0 +1,24 @@
+"""Errors that reach users: each names the file (and field or line) it is about."""
+
+from __future__ import annotations
+
+
+class HarnessctlError(Exception):
+    """A user-facing error; the CLI prints it without a traceback and exits non-zero."""
+
+    exit_code = 1
+
+
+class ConfigError(HarnessctlError):
+    """A configuration or input file is invalid. ``where`` is ``file`` or ``file: field``."""
+
+    exit_code = 2
+
+    def __init__(self, where: str, message: str) -> None:
+        self.where = where
+        self.message = message
+        super().__init__(f"{where}: {message}")
+
+
+class InfraError(HarnessctlError):
+    """The sandbox or the gateway failed; never a task failure."""

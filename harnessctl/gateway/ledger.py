@@ -1,0 +1,93 @@
+"""What the gateway records per rollout: budgets, one record per model call, and the totals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harnessctl.constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_TOKENS
+
+# CallRecord.status values.
+OK = "ok"
+BUDGET_EXCEEDED = "budget_exceeded"
+CONTEXT_LIMIT = "context_limit"
+UPSTREAM_ERROR = "upstream_error"
+BAD_REQUEST = "bad_request"
+CALL_STATUSES = (OK, BUDGET_EXCEEDED, CONTEXT_LIMIT, UPSTREAM_ERROR, BAD_REQUEST)
+
+
+@dataclass
+class Budget:
+    """Per-rollout limits. A call is refused once ``max_calls`` calls went upstream or once
+    ``max_tokens`` (prompt + completion, all calls) are used; a reply that crosses
+    ``max_tokens`` is withheld from the harness (its tokens still count)."""
+
+    max_calls: int = DEFAULT_MAX_CALLS
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+    def __post_init__(self) -> None:
+        if self.max_calls < 0 or self.max_tokens < 0:
+            raise ValueError(f"budget limits must be >= 0, got {self}")
+
+
+@dataclass
+class CallRecord:
+    """One request the harness made, answered or refused.
+
+    ``params`` are the parameters sent upstream (harness sampling settings overridden by the
+    policy's), with secrets such as ``api_key`` redacted. ``reply`` is kept even when withheld
+    for the budget, for audit. ``model`` is the model name the provider reported.
+    """
+
+    index: int
+    model: str
+    messages: list[dict[str, Any]]
+    params: dict[str, Any]
+    reply: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float
+    attempts: int
+    status: str  # one of CALL_STATUSES
+    error: str | None
+    started_at: float  # unix time the request arrived
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class RolloutLedger:
+    """Every model call of one rollout, ordered by ``index``, and why it may have gone wrong.
+
+    ``infra_error`` is set when the gateway or provider failed (the host classifies the rollout
+    ``infra_error`` and retries it); ``budget_exceeded`` when a call was refused for the budget.
+    """
+
+    rollout_id: str
+    model: str
+    calls: list[CallRecord] = field(default_factory=list)
+    infra_error: str | None = None
+    budget_exceeded: str | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens for c in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.calls)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(c.cost_usd for c in self.calls)
+
+    @property
+    def latency_s(self) -> float:
+        return sum(c.latency_s for c in self.calls)

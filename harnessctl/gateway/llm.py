@@ -1,0 +1,194 @@
+"""The one module that imports litellm: a single model call with harnessctl's own retries.
+
+litellm takes ~4 s to import, so it is imported on first use and cached. Retries belong to
+harnessctl, not to litellm or the openai SDK (both are switched off per call), so that the number
+of upstream attempts is known, recorded and deterministic.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from harnessctl.errors import HarnessctlError, InfraError
+
+_litellm: ModuleType | None = None
+_import_lock = threading.Lock()
+
+# HTTP statuses worth another attempt: request timeout, rate limit, and any server-side failure.
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+class UpstreamError(InfraError):
+    """The provider kept failing (429, 5xx, timeout, connection) after every retry."""
+
+    def __init__(self, message: str, *, attempts: int) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class ContextWindowError(HarnessctlError):
+    """The request does not fit the model's context window (not retried)."""
+
+    def __init__(self, message: str, *, attempts: int) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class ModelRequestError(HarnessctlError):
+    """The provider refused the request (bad request, auth, unknown model); not retried.
+
+    ``status_code`` is the provider's HTTP status when known (401/403/404 mean the host's
+    configuration is wrong, 400/422 that the request itself is).
+    """
+
+    def __init__(self, message: str, *, attempts: int, status_code: int | None) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.status_code = status_code
+
+
+@dataclass
+class Completion:
+    """One successful model call. ``latency_s`` covers all attempts and backoff waits;
+    ``model`` is the model name the provider reported (its exact version when it says)."""
+
+    content: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float
+    attempts: int
+    finish_reason: str | None
+    model: str
+
+
+def get_litellm() -> ModuleType:
+    """Import litellm once, offline and quiet, with harnessctl's custom providers registered."""
+    global _litellm
+    if _litellm is not None:
+        return _litellm
+    with _import_lock:
+        if _litellm is None:
+            # Must be set before the import: otherwise litellm fetches its cost map from GitHub.
+            os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+            import litellm
+
+            litellm.telemetry = False
+            litellm.set_verbose = False
+            litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" prints
+            litellm.num_retries = None  # never let a global setting re-enable its retries
+            _register_providers(litellm)
+            _litellm = litellm
+    return _litellm
+
+
+def _register_providers(litellm: ModuleType) -> None:
+    try:
+        from harnessctl.policies import register_providers
+    except ImportError as exc:
+        # Guard while harnessctl.policies is written in parallel: only a missing module or a
+        # missing function is tolerated (errors inside the module still raise). The lead removes
+        # this guard when wiring the packages together.
+        if exc.name != "harnessctl.policies":
+            raise
+        return
+    register_providers(litellm)
+
+
+def complete(
+    model: str,
+    messages: list[dict[str, Any]],
+    params: dict[str, Any],
+    *,
+    metadata: dict[str, Any] | None = None,
+    timeout_s: float = 120.0,
+    retries: int = 3,
+    backoff_s: float = 0.5,
+) -> Completion:
+    """Call ``model`` through litellm; retry 408/429/5xx/timeouts/connection errors.
+
+    Attempt ``i`` (0-based) that fails retryably is followed by a ``backoff_s * 2**i`` wait, up to
+    ``retries`` retries; then :class:`UpstreamError`. Context-window overflows raise
+    :class:`ContextWindowError`, other 4xx :class:`ModelRequestError`, neither retried.
+    ``params`` (sampling settings, ``api_base``, ``api_key``...) pass through to litellm;
+    ``metadata`` reaches custom providers as ``litellm_params["metadata"]`` (litellm does not
+    send it to OpenAI-style APIs). ``drop_params`` defaults to True: a sampling setting the
+    provider does not support (say ``seed``) is dropped instead of failing the rollout.
+    """
+    litellm = get_litellm()
+    kwargs: dict[str, Any] = {"drop_params": True, **params}
+    kwargs.update(model=model, messages=messages, timeout=timeout_s, num_retries=0, max_retries=0)
+    started = time.monotonic()
+    last: BaseException | None = None
+    for attempt in range(1, retries + 2):
+        if metadata is not None:  # a fresh dict per attempt: litellm adds its own keys to it
+            kwargs["metadata"] = dict(metadata)
+        try:
+            response = litellm.completion(**kwargs)
+        except Exception as exc:
+            _raise_if_final(litellm, exc, attempt, model)
+            last = exc
+            if attempt <= retries:
+                time.sleep(backoff_s * 2 ** (attempt - 1))
+            continue
+        return _to_completion(litellm, response, model, messages, attempt, started)
+    attempts = retries + 1
+    raise UpstreamError(
+        f"{model}: upstream failed {attempts} time(s); last error: {type(last).__name__}: {last}",
+        attempts=attempts,
+    ) from last
+
+
+def _raise_if_final(litellm: ModuleType, exc: Exception, attempt: int, model: str) -> None:
+    """Classify a failed attempt: return if it is worth retrying, raise otherwise."""
+    import openai  # a litellm dependency, already imported by it
+
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        raise ContextWindowError(f"{model}: {exc}", attempts=attempt) from exc
+    if isinstance(exc, openai.APIConnectionError):  # includes timeouts
+        return
+    status = getattr(exc, "status_code", None)
+    if not isinstance(exc, openai.APIError) or not isinstance(status, int):
+        raise exc  # not a provider failure: a bug, surface it unchanged
+    if status in _RETRYABLE_STATUS or status >= 500:
+        return
+    raise ModelRequestError(f"{model}: {exc}", attempts=attempt, status_code=status) from exc
+
+
+def _to_completion(
+    litellm: ModuleType,
+    response: Any,
+    model: str,
+    messages: list[dict[str, Any]],
+    attempts: int,
+    started: float,
+) -> Completion:
+    choice = response.choices[0]
+    content = choice.message.content or ""
+    usage = getattr(response, "usage", None)
+    prompt_tokens = getattr(usage, "prompt_tokens", None)
+    completion_tokens = getattr(usage, "completion_tokens", None)
+    # Budgets count tokens, so a provider that reports no usage is counted locally instead.
+    if prompt_tokens is None:
+        prompt_tokens = litellm.token_counter(model=model, messages=messages)
+    if completion_tokens is None:
+        completion_tokens = litellm.token_counter(model=model, text=content)
+    try:
+        cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:  # unknown price (local or custom model): cost is unknown, not an error
+        cost = 0.0
+    return Completion(
+        content=content,
+        prompt_tokens=int(prompt_tokens),
+        completion_tokens=int(completion_tokens),
+        cost_usd=cost,
+        latency_s=time.monotonic() - started,
+        attempts=attempts,
+        finish_reason=getattr(choice, "finish_reason", None),
+        model=str(getattr(response, "model", None) or model),
+    )

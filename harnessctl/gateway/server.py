@@ -1,0 +1,275 @@
+"""The host-side model gateway: an OpenAI-compatible endpoint on a per-run unix socket.
+
+Sandboxed harnesses reach the model only here. Each rollout gets a random bearer token; the
+gateway picks the model and params of the rollout's policy, enforces its budget, forwards to
+litellm (:mod:`harnessctl.gateway.llm`) and records every call in the rollout's ledger.
+Calls of one rollout may arrive concurrently: the rollout's state is guarded by its condition
+variable, which is never held while the model is called.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socketserver
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from . import llm, protocol, transport
+from .ledger import (
+    BAD_REQUEST,
+    BUDGET_EXCEEDED,
+    CONTEXT_LIMIT,
+    OK,
+    UPSTREAM_ERROR,
+    Budget,
+    CallRecord,
+    RolloutLedger,
+)
+from .transport import Response
+
+
+class Completer(Protocol):
+    """The signature of :func:`harnessctl.gateway.llm.complete`."""
+
+    def __call__(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        *,
+        metadata: dict[str, Any] | None,
+        timeout_s: float,
+        retries: int,
+        backoff_s: float,
+    ) -> llm.Completion: ...
+
+
+@dataclass
+class _Rollout:
+    ledger: RolloutLedger
+    params: dict[str, Any]
+    budget: Budget
+    metadata: dict[str, Any]
+    next_index: int = 0
+    sent: int = 0  # calls that went (or are going) upstream: what max_calls limits
+    in_flight: int = 0
+    cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def record(
+        self, messages: list[dict[str, Any]], params: dict[str, Any], started_at: float
+    ) -> CallRecord:
+        """A new record with the next index (caller holds ``cond``); status ``ok`` until set."""
+        index, self.next_index = self.next_index, self.next_index + 1
+        redacted = protocol.redact(params)
+        model = self.ledger.model
+        return CallRecord(
+            index, model, messages, redacted, None, 0, 0, 0.0, 0.0, 0, OK, None, started_at
+        )
+
+
+class Gateway:
+    """OpenAI-compatible gateway. Use as a context manager, or ``start()`` / ``close()``.
+
+    Listens on ``<socket_dir or /tmp>/hxgw-XXXX/gw.sock`` or, only when ``port`` is given, on
+    ``127.0.0.1:port`` (0 picks a free port). ``completer`` replaces :func:`llm.complete`
+    (tests of the budget logic); ``timeout_s``/``retries``/``backoff_s`` are passed to it.
+    """
+
+    def __init__(
+        self,
+        *,
+        socket_dir: Path | None = None,
+        port: int | None = None,
+        timeout_s: float = 120,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        completer: Completer | None = None,
+    ) -> None:
+        self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
+        self._completer: Completer = completer if completer is not None else llm.complete
+        self._socket_dir, self._port = socket_dir, port
+        self._rollouts: dict[str, _Rollout] = {}
+        self._lock = threading.Lock()
+        self._server: socketserver.BaseServer | None = None
+        self.socket_path: Path | None = None
+        self.address = ""  # set by start()
+
+    def start(self) -> Gateway:
+        """Bind and serve in a daemon thread; sets ``address`` (and ``socket_path``)."""
+        if self._server is not None:
+            raise RuntimeError("gateway already started")
+        handler = transport.make_handler(self._authorize, self._chat, self._models)
+        if self._port is not None:
+            tcp = transport.TCPServer(("127.0.0.1", self._port), handler)
+            self._server, self.address = tcp, f"http://127.0.0.1:{tcp.server_address[1]}"
+        else:
+            self._server, self.socket_path = transport.bind_unix(self._socket_dir, handler)
+            self.address = f"unix://{self.socket_path}"
+        # a short poll interval makes close() quick; the cost is a few idle wake-ups per second
+        serve = threading.Thread(
+            target=self._server.serve_forever, args=(0.1,), name="hx-gateway", daemon=True
+        )
+        serve.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving; remove the socket and its directory. Idempotent."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self.socket_path is not None:
+            self.socket_path.unlink(missing_ok=True)
+            if self.socket_path.parent.exists():
+                self.socket_path.parent.rmdir()
+
+    def __enter__(self) -> Gateway:
+        return self if self._server is not None else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open_rollout(
+        self,
+        rollout_id: str,
+        *,
+        model: str,
+        params: dict[str, Any],
+        budget: Budget,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        """Register a rollout; return the fresh bearer token its harness must present.
+
+        ``params`` (policy sampling settings, api_base...) override the harness's own;
+        ``metadata`` reaches the provider as ``metadata["harnessctl"]`` on every call.
+        """
+        token = secrets.token_urlsafe(24)
+        ledger = RolloutLedger(rollout_id, model)
+        with self._lock:
+            self._rollouts[token] = _Rollout(ledger, dict(params), budget, dict(metadata or {}))
+        return token
+
+    def close_rollout(self, token: str, *, wait_s: float = 5.0) -> RolloutLedger:
+        """Revoke ``token``; return a snapshot of the rollout's ledger, calls ordered by index.
+
+        Calls still in flight (the sandbox was killed mid-call) are waited for up to ``wait_s``;
+        any that finish later are not in the returned ledger. Unknown token: KeyError.
+        """
+        with self._lock:
+            state = self._rollouts.pop(token)
+        with state.cond:
+            state.cond.wait_for(lambda: state.in_flight == 0, timeout=wait_s)
+            calls = sorted(state.ledger.calls, key=lambda c: c.index)
+            return replace(state.ledger, calls=calls)
+
+    # --- request handlers (run on the server's threads) ---
+    def _authorize(self, authorization: str | None) -> _Rollout | None:
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        with self._lock:
+            return self._rollouts.get(token.strip())
+
+    def _models(self, state: _Rollout) -> dict[str, Any]:
+        return protocol.models_body(state.ledger.model)
+
+    def _chat(self, state: _Rollout, raw: bytes) -> Response:
+        started_at = time.time()
+        ledger, budget = state.ledger, state.budget
+        try:
+            messages, harness_params = protocol.parse_chat_request(raw)
+        except protocol.RequestError as exc:
+            with state.cond:
+                rec = state.record([], {}, started_at)
+                rec.status, rec.error = BAD_REQUEST, str(exc)
+                ledger.calls.append(rec)
+            return 400, protocol.error_body("invalid_request_error", "bad_request", str(exc))
+        params = {**harness_params, **state.params}
+        with state.cond:
+            rec = state.record(messages, params, started_at)
+            used = ledger.total_tokens
+            refusal = None
+            if state.sent >= budget.max_calls:
+                refusal = f"call budget exhausted: {state.sent} of {budget.max_calls} calls used"
+            elif used >= budget.max_tokens:
+                refusal = f"token budget exhausted: {used} of {budget.max_tokens} tokens used"
+            if refusal is not None:
+                rec.status, rec.error = BUDGET_EXCEEDED, refusal
+                ledger.calls.append(rec)
+                ledger.budget_exceeded = ledger.budget_exceeded or refusal
+                return 400, protocol.error_body(BUDGET_EXCEEDED, BUDGET_EXCEEDED, refusal)
+            state.sent += 1
+            state.in_flight += 1
+        try:
+            return self._forward(state, rec, params)
+        finally:
+            with state.cond:
+                state.in_flight -= 1
+                state.cond.notify_all()
+
+    def _forward(self, state: _Rollout, rec: CallRecord, params: dict[str, Any]) -> Response:
+        """Call the model for ``rec`` (no lock held), record the outcome, build the answer."""
+        ledger, t0 = state.ledger, time.monotonic()
+        ids = {"rollout_id": ledger.rollout_id, "call_index": rec.index}
+        meta = {"harnessctl": {**state.metadata, **ids}}
+        infra, err = False, Exception()
+        try:
+            c = self._completer(
+                ledger.model,
+                [dict(m) for m in rec.messages],  # the record keeps what the harness sent
+                params,
+                metadata=meta,
+                timeout_s=self.timeout_s,
+                retries=self.retries,
+                backoff_s=self.backoff_s,
+            )
+        except llm.ContextWindowError as exc:
+            status, code, err = 400, "context_length_exceeded", exc
+            rec.status = CONTEXT_LIMIT
+        except llm.ModelRequestError as exc:
+            status, code, err = 400, "bad_request", exc
+            rec.status = BAD_REQUEST
+            # 401/403/404: the host's key or model name is wrong, not the harness's request.
+            infra = exc.status_code in (401, 403, 404)
+        except llm.UpstreamError as exc:
+            status, code, err, infra = 502, "upstream_error", exc, True
+            rec.status = UPSTREAM_ERROR
+        except Exception as exc:  # a bug below us: an infra failure, never the harness's
+            status, code, err, infra = 500, "internal_error", exc, True
+            rec.status = UPSTREAM_ERROR
+        else:
+            return self._finish(state, rec, c)
+        rec.error = f"{type(err).__name__}: {err}"
+        rec.attempts = getattr(err, "attempts", 1)
+        rec.latency_s = time.monotonic() - t0
+        with state.cond:
+            ledger.calls.append(rec)
+            if infra and ledger.infra_error is None:
+                ledger.infra_error = rec.error
+        kind = {400: "invalid_request_error", 502: "upstream_error"}.get(status, "server_error")
+        return status, protocol.error_body(kind, code, str(err))
+
+    def _finish(self, state: _Rollout, rec: CallRecord, c: llm.Completion) -> Response:
+        rec.model, rec.reply, rec.attempts = c.model, c.content, c.attempts
+        rec.prompt_tokens, rec.completion_tokens = c.prompt_tokens, c.completion_tokens
+        rec.cost_usd, rec.latency_s = c.cost_usd, c.latency_s
+        ledger, limit = state.ledger, state.budget.max_tokens
+        with state.cond:
+            ledger.calls.append(rec)
+            used = ledger.total_tokens
+            if used > limit:  # withheld: the harness may not use a reply that overran its budget
+                msg = f"token budget exceeded: {used} of {limit} tokens used by this reply"
+                rec.status, rec.error = BUDGET_EXCEEDED, msg
+                ledger.budget_exceeded = ledger.budget_exceeded or msg
+                return 400, protocol.error_body(BUDGET_EXCEEDED, BUDGET_EXCEEDED, msg)
+        body = protocol.completion_body(
+            model=ledger.model,
+            content=c.content,
+            finish_reason=c.finish_reason,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+        )
+        return 200, body

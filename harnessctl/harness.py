@@ -1,0 +1,166 @@
+"""Harness directories on the host: the manifest (``harness.yaml``) and the content hash.
+
+The host never imports harness code (it is untrusted); it validates the manifest, hashes
+the tree and hands both to a sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+MANIFEST = "harness.yaml"
+IGNORED_DIRS = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache"}
+IGNORED_SUFFIXES = (".pyc", ".pyo")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+
+
+class HarnessManifest(BaseModel):
+    """The contents of ``harness.yaml``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """Directory-safe name, unique in a workspace (lowercase letters, digits, ``._-``)."""
+    description: str = ""
+    """One or two sentences: what this harness does differently."""
+    env: str = "dbbench"
+    """The environment kind the harness speaks (a suite's ``env`` must match)."""
+    entry: str = "harness.py:Harness"
+    """``file.py:Class`` of the harness class, relative to the harness directory."""
+    parent: str | None = None
+    """Name of the harness this one was derived from (``None`` for a base harness)."""
+    parent_hash: str | None = None
+    """Content hash of the parent at the time of the edit."""
+    direction: str | None = None
+    """Repair direction that produced this harness."""
+    edit_id: str | None = None
+    """Id of the edit record that produced this harness."""
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """Free-form settings handed to the harness class (e.g. ``max_rounds``)."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME_RE.match(value):
+            raise ValueError("must be lowercase letters, digits, '.', '_' or '-' (max 100)")
+        return value
+
+    @field_validator("entry")
+    @classmethod
+    def _entry(cls, value: str) -> str:
+        filename, sep, klass = value.partition(":")
+        if not (sep and filename.endswith(".py") and klass.isidentifier()):
+            raise ValueError("must look like 'harness.py:ClassName'")
+        if filename.startswith("/") or ".." in Path(filename).parts:
+            raise ValueError("must be a path inside the harness directory")
+        return value
+
+
+@dataclass(frozen=True)
+class HarnessSpec:
+    """A validated harness directory."""
+
+    path: Path
+    manifest: HarnessManifest
+    hash: str
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @property
+    def short_hash(self) -> str:
+        return self.hash[:12]
+
+
+def format_validation_error(where: str, exc: ValidationError) -> ConfigError:
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown field"
+    more = len(exc.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return ConfigError(f"{where}: {field}", message + suffix)
+
+
+def read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(path), "file not found") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{path}{line}", f"invalid YAML: {problem}") from None
+
+
+def load_manifest(path: Path) -> HarnessManifest:
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "expected a mapping at the top level")
+    try:
+        return HarnessManifest.model_validate(data)
+    except ValidationError as exc:
+        raise format_validation_error(str(path), exc) from None
+
+
+def harness_files(root: Path) -> list[Path]:
+    """Files that make up a harness, sorted; symlinks and special files are refused."""
+    files: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS)
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if name.endswith(IGNORED_SUFFIXES):
+                continue
+            mode = path.lstat().st_mode
+            if not stat.S_ISREG(mode):
+                raise ConfigError(str(path), "harness trees may hold regular files only")
+            files.append(path)
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
+
+
+def tree_hash(root: Path) -> str:
+    """sha256 over (relative path, executable bit, content hash) of every file."""
+    digest = hashlib.sha256()
+    for path in harness_files(root):
+        rel = path.relative_to(root).as_posix()
+        executable = "x" if path.stat().st_mode & stat.S_IXUSR else "-"
+        content = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest.update(f"{rel}\0{executable}\0{content}\n".encode())
+    return digest.hexdigest()
+
+
+def load_harness(path: Path | str) -> HarnessSpec:
+    """Validate a harness directory: manifest, entry file, content hash."""
+    root = Path(path).resolve()
+    if not root.is_dir():
+        raise ConfigError(str(path), "not a harness directory")
+    manifest_path = root / MANIFEST
+    manifest = load_manifest(manifest_path)
+    entry_file = root / manifest.entry.partition(":")[0]
+    if not entry_file.is_file():
+        raise ConfigError(f"{manifest_path}: entry", f"{entry_file.name} does not exist")
+    return HarnessSpec(path=root, manifest=manifest, hash=tree_hash(root))
+
+
+def runtime_version() -> str:
+    """Protocol version plus a hash of the runtime sources: part of every cache key."""
+    from .runtime import PROTOCOL_VERSION
+
+    return f"{PROTOCOL_VERSION}+{tree_hash(Path(__file__).parent / 'runtime')[:12]}"

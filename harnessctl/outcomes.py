@@ -1,0 +1,78 @@
+"""The outcomes a rollout can end in (DESIGN.md), and how the host classifies one.
+
+Classification order (first match wins):
+1. ``infra_error``   the sandbox or the gateway failed (retried, never a task failure);
+2. ``timeout``       the host killed the rollout at its wall-clock limit;
+3. ``harness_error`` harness code raised, or the runtime died without a result;
+4. ``success``       the host-side scorer accepted the final state / answer;
+5. otherwise the failure the runtime reported when the episode ended:
+   ``invalid_format`` (no parsable action, or a final answer that is not a list),
+   ``invalid_action`` (the harness rejected an action and gave up),
+   ``context_limit`` (the per-rollout token/call budget or the model's window ran out),
+   ``tool_error`` (the harness aborted on a tool error, or the episode ran out of rounds
+   while its last ``TOOL_ERROR_STREAK`` tool calls all failed: stuck on errors, not on time),
+   ``step_limit`` (rounds used up), ``wrong_answer`` (the episode completed, scored wrong).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    SUCCESS = "success"
+    WRONG_ANSWER = "wrong_answer"
+    INVALID_FORMAT = "invalid_format"
+    INVALID_ACTION = "invalid_action"
+    TOOL_ERROR = "tool_error"
+    STEP_LIMIT = "step_limit"
+    CONTEXT_LIMIT = "context_limit"
+    HARNESS_ERROR = "harness_error"
+    TIMEOUT = "timeout"
+    INFRA_ERROR = "infra_error"
+
+
+ALL_OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome)
+FAILURE_OUTCOMES: tuple[str, ...] = tuple(
+    o.value for o in Outcome if o not in (Outcome.SUCCESS, Outcome.INFRA_ERROR)
+)
+TOOL_ERROR_STREAK = 3
+
+# Statuses the sandbox runtime writes to result.json when an episode ends.
+RUNTIME_STATUSES = (
+    "answered",
+    "invalid_format",
+    "invalid_action",
+    "tool_error",
+    "step_limit",
+    "context_limit",
+    "harness_error",
+    "infra_error",
+)
+
+
+def classify(
+    *,
+    infra_error: bool,
+    timed_out: bool,
+    runtime_status: str | None,
+    success: bool,
+    answer_unparsable: bool = False,
+    tool_error_streak: int = 0,
+) -> Outcome:
+    """Map what the sandbox and the scorer reported to exactly one outcome."""
+    if infra_error or runtime_status == "infra_error":
+        return Outcome.INFRA_ERROR
+    if timed_out:
+        return Outcome.TIMEOUT
+    if runtime_status is None or runtime_status == "harness_error":
+        return Outcome.HARNESS_ERROR
+    if success:
+        return Outcome.SUCCESS
+    if runtime_status == "answered":
+        return Outcome.INVALID_FORMAT if answer_unparsable else Outcome.WRONG_ANSWER
+    if runtime_status == "step_limit" and tool_error_streak >= TOOL_ERROR_STREAK:
+        return Outcome.TOOL_ERROR
+    if runtime_status in RUNTIME_STATUSES:
+        return Outcome(runtime_status)
+    return Outcome.HARNESS_ERROR

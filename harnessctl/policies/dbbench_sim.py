@@ -1,0 +1,259 @@
+"""The simulated DBBench agent behind ``sim/dbbench``: a TEST DOUBLE, not a model.
+
+It knows the answer (the task's oracle) and fails in seeded, reproducible ways that depend on
+what the harness shows it, so that different harness changes rescue different failures. See
+docs/sim-policy.md for every rule, rate and detection.
+
+Randomness: one ``random.Random`` per (seed, task_id, mode); the first draw decides whether the
+mode is on (``draw < rate``), later draws fix its details. The same seed and task give the same
+draws under any harness (paired comparisons), and raising ``skill`` only ever switches modes off.
+Decisions are episode-level; per-turn choices are keyed by the turn number (the count of
+assistant messages in the request). The reply is a pure function of (oracle, messages, seed,
+rates): no state is kept between calls.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import sim_signals as sig
+from .sim_sql import (
+    changes_outcome,
+    lower_literals,
+    quote_ident,
+    strip_number_formatting,
+    swap_table,
+    target_table,
+    wrong_table_names,
+)
+
+MODES = ("format", "identifier", "value", "bare", "stall", "lose_track")
+BASE_RATES: dict[str, float] = {
+    "format": 0.15,
+    "identifier": 0.20,
+    "value": 0.35,
+    "bare": 0.25,
+    "stall": 0.15,
+    "lose_track": 0.50,
+}
+DEFAULT_SKILL = 0.5
+
+
+def effective_rates(skill: float, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Base rates scaled by ``2 * (1 - skill)`` and clipped to [0, 1]; overrides win unscaled."""
+    scale = 2.0 * (1.0 - skill)
+    rates = {m: min(1.0, max(0.0, BASE_RATES[m] * scale)) for m in MODES}
+    rates.update(overrides or {})
+    return rates
+
+
+@dataclass(frozen=True)
+class Task:
+    """The parts of a DBBench oracle the sim uses."""
+
+    task_id: str
+    kind: str  # "query" | "mutation"
+    table: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str | None, ...], ...]  # None: a NULL cell
+    label: tuple[str, ...]
+    reference_sql: str
+    description: str
+
+    @classmethod
+    def from_oracle(cls, oracle: Mapping[str, Any]) -> Task:
+        label = [str(v) for v in oracle.get("label") or []]
+        kind = str(oracle.get("kind") or "query")
+        fallback = label[0] if kind == "mutation" and label else ""
+        reference = oracle.get("reference_sql") or fallback
+        return cls(
+            task_id=str(oracle.get("task_id", "")),
+            kind=kind,
+            table=str(oracle.get("table_name") or "table"),
+            columns=tuple(str(c) for c in oracle.get("columns") or []),
+            rows=tuple(
+                tuple(None if c is None else str(c) for c in row)
+                for row in oracle.get("rows") or []
+            ),
+            label=tuple(label),
+            reference_sql=str(reference),
+            description=str(oracle.get("description") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Episode-level draws."""
+
+    active: frozenset[str]
+    format_turn: int
+    wrong_tables: tuple[str, ...]
+    value_sql: str | None
+    wrong_value: str | None
+
+
+def _rng(seed: int, task_id: str, *key: object) -> random.Random:
+    return random.Random("|".join(str(k) for k in (seed, task_id, *key)))
+
+
+def _normal(value: str) -> str:
+    text = value.strip().strip("'\"").rstrip("%").replace(",", "")
+    return "0" if text.lower() in ("", "none", "null", "nan") else text
+
+
+def _same(a: str, b: str) -> bool:
+    x, y = _normal(a), _normal(b)
+    try:
+        return abs(float(x) - float(y)) <= 0.01
+    except ValueError:
+        return x == y
+
+
+def _value_mistake(task: Task) -> str | None:
+    """The reference mutation written with the sim's value habits, if that changes the table.
+
+    INSERT: numbers lose their thousands commas and trailing %. UPDATE: the same, and every
+    string literal is lower-cased (SET values and WHERE keys).
+    """
+    ref = task.reference_sql
+    keyword = ref.lstrip()[:6].upper()
+    if keyword not in ("UPDATE", "INSERT"):
+        return None
+    variant = strip_number_formatting(ref)
+    if keyword == "UPDATE":
+        variant = lower_literals(variant)
+    if changes_outcome(task.table, task.columns, task.rows, ref, variant):
+        return variant
+    return None
+
+
+def plan_episode(task: Task, seed: int, rates: Mapping[str, float]) -> Plan:
+    """Draw which modes are on for this (seed, task) and their details."""
+    active: set[str] = set()
+    format_turn = 0
+    wrong_tables: tuple[str, ...] = ()
+    value_sql: str | None = None
+    wrong_value: str | None = None
+    for mode in MODES:
+        rng = _rng(seed, task.task_id, mode)
+        if rng.random() >= rates.get(mode, 0.0):
+            continue
+        if mode == "format":
+            format_turn = rng.randrange(2)
+        elif mode == "identifier":
+            wrong_tables = wrong_table_names(task.table, rng)
+        elif mode == "value":
+            value_sql = _value_mistake(task) if task.kind == "mutation" else None
+            if value_sql is None:
+                continue
+        elif mode in ("bare", "lose_track") and task.kind != "query":
+            continue
+        elif mode == "lose_track":
+            cells = sorted({c for row in task.rows for c in row if c and c.strip()})
+            wrong = [c for c in cells if not any(_same(c, v) for v in task.label)]
+            if not wrong:
+                continue
+            wrong_value = rng.choice(wrong)
+        active.add(mode)
+    return Plan(frozenset(active), format_turn, wrong_tables, value_sql, wrong_value)
+
+
+def _operation(thought: str, sql: str) -> str:
+    return f"{thought}\nAction: Operation\n```sql\n{sql}\n```"
+
+
+def _answer(thought: str, values: Sequence[str], bare: bool = False) -> str:
+    shown = ", ".join(values) if bare else json.dumps(list(values), ensure_ascii=False)
+    return f"{thought}\nAction: Answer\nFinal Answer: {shown}"
+
+
+def _prose(task: Task, turn: int) -> str:
+    column = task.columns[turn % len(task.columns)] if task.columns else "relevant"
+    return (
+        f"Let me think about this before acting. The question seems to hinge on the {column} "
+        "column, so I want to be sure which rows matter and what exactly is being asked "
+        "before I touch the database."
+    )
+
+
+def _stall_sql(task: Task, table: str, seed: int, turn: int) -> str:
+    rng = _rng(seed, task.task_id, "stall", turn)
+    t = quote_ident(table) if table == task.table else table
+    column = quote_ident(rng.choice(task.columns)) if task.columns else "*"
+    options = [
+        f"SELECT COUNT(*) FROM {t}",
+        f"SELECT DISTINCT {column} FROM {t}",
+        f"SELECT * FROM {t} LIMIT {rng.randint(3, 10)}",
+        f"SELECT {column}, COUNT(*) FROM {t} GROUP BY {column}",
+    ]
+    return rng.choice(options)
+
+
+def next_reply(
+    oracle: Mapping[str, Any], messages: Any, seed: int, rates: Mapping[str, float]
+) -> str:
+    """The sim's reply to ``messages`` for the task described by ``oracle``."""
+    task = Task.from_oracle(oracle)
+    plan = plan_episode(task, seed, rates)
+    hist = sig.read_history(messages)
+    turn = hist.turn
+
+    if "format" in plan.active and (
+        turn == plan.format_turn
+        or (
+            turn > plan.format_turn
+            and hist.last_kind == "prose"
+            and not sig.restates_format(hist.latest)
+        )
+    ):
+        return _prose(task, turn)
+
+    real = task.table.casefold()
+    recovered = "identifier" not in plan.active or any(
+        sig.reply_kind(r) == "sql"
+        and (target_table(sig.sql_of(r) or "") or "").casefold() != real
+        and sig.names_every_column(fb, task.columns)
+        for r, fb in zip(hist.replies, hist.feedback, strict=True)
+    )
+    table = task.table if recovered else plan.wrong_tables[turn % len(plan.wrong_tables)]
+    shown = quote_ident(table) if table == task.table else table
+    main = "SELECT" if task.kind == "query" else ("INSERT", "UPDATE")
+    main_done = any(
+        (sql := sig.sql_of(r)) is not None
+        and sql.lstrip().upper().startswith(main)
+        and (target_table(sql) or "").casefold() == real
+        for r in hist.replies
+    )
+    commit = turn >= 1 and sig.commit_signal(hist.latest)
+    stalling = "stall" in plan.active and not commit
+
+    if task.kind == "mutation":
+        if main_done:
+            return _answer("The change has been made.", [])
+        if stalling:
+            sql = f"SELECT * FROM {shown}" if turn == 0 else _stall_sql(task, table, seed, turn)
+            return _operation("Before changing anything, let me look at the data.", sql)
+        mistake = "value" in plan.active and not sig.shows_a_row(
+            hist.initial, task.rows, task.description
+        )
+        sql = plan.value_sql if mistake and plan.value_sql else task.reference_sql
+        if table != task.table:
+            sql = swap_table(sql, table)
+        return _operation("This statement makes the requested change.", sql)
+
+    if not main_done:
+        return _operation("I should first look at the rows of the table.", f"SELECT * FROM {shown}")
+    if stalling:
+        sql = _stall_sql(task, table, seed, turn)
+        return _operation("Let me double-check the data before answering.", sql)
+    values: Sequence[str] = task.label
+    if "lose_track" in plan.active and plan.wrong_value and sig.saw_long_observation(hist):
+        values = [plan.wrong_value]
+    bare = "bare" in plan.active and not (
+        hist.last_kind == "answer" or (hist.last_kind == "bare" and sig.asks_for_list(hist.latest))
+    )
+    return _answer("I found what the question asks for.", values, bare=bare)

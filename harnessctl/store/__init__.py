@@ -1,0 +1,37 @@
+"""The store: SQL tables (sqlmodel), numbered migrations, gzip trajectory files.
+
+Names are resolved lazily so that ``import harnessctl.store`` does not import sqlmodel or
+SQLAlchemy (about half a second); they load on first use of ``Store`` or a table model.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .models import AttemptRow, HarnessRow, ModelCallRow, RolloutRow, RunRow
+    from .store import Store
+
+__all__ = ["AttemptRow", "HarnessRow", "ModelCallRow", "RolloutRow", "RunRow", "Store"]
+
+_WHERE = {
+    "Store": ".store",
+    "AttemptRow": ".models",
+    "HarnessRow": ".models",
+    "ModelCallRow": ".models",
+    "RolloutRow": ".models",
+    "RunRow": ".models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,136 @@
+"""Table models of the store (sqlmodel, ``table=True``).
+
+These classes describe rows; the schema itself is created by the numbered migrations in
+``migrations/``, and a test asserts the two agree column for column. JSON payloads are
+stored as TEXT (``*_json`` columns) so the schema stays portable between SQLite and
+PostgreSQL. Timestamps are float epoch seconds.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from sqlalchemy import Text
+from sqlmodel import Field, SQLModel
+
+RUN_STATUSES = ("running", "done", "failed", "interrupted")
+
+
+def new_id() -> str:
+    """A fresh primary key: uuid4 as 32 hex characters."""
+    return uuid.uuid4().hex
+
+
+def trajectory_relpath(rollout_id: str) -> str:
+    """Where a rollout's trajectory lives, relative to the trajectory directory."""
+    return f"{rollout_id[:2]}/{rollout_id}.json.gz"
+
+
+class HarnessRow(SQLModel, table=True):
+    """A harness version, identified by the content hash of its directory."""
+
+    __tablename__ = "harness"
+
+    hash: str = Field(primary_key=True)
+    name: str
+    path: str
+    manifest_json: str = Field(default="{}", sa_type=Text)
+    created_at: float = Field(default_factory=time.time)
+
+
+class RunRow(SQLModel, table=True):
+    """One invocation of a command that produced rollouts (evaluate, evolve, ...)."""
+
+    __tablename__ = "run"
+
+    id: str = Field(default_factory=new_id, primary_key=True)
+    command: str
+    harness_hash: str | None = None
+    suite: str = ""
+    split: str = ""
+    policy_id: str = ""
+    params_json: str = Field(default="{}", sa_type=Text)
+    started_at: float = Field(default_factory=time.time)
+    finished_at: float | None = None
+    status: str = "running"  # one of RUN_STATUSES
+    summary_json: str | None = Field(default=None, sa_type=Text)
+
+
+class RolloutRow(SQLModel, table=True):
+    """One finished episode of one harness on one task; also the rollout cache entry."""
+
+    __tablename__ = "rollout"
+
+    id: str = Field(default_factory=new_id, primary_key=True)
+    cache_key: str = Field(unique=True, index=True)
+    # No foreign key to run: a rollout is a cache entry that outlives the run that made it.
+    run_id: str = Field(index=True)
+    harness_hash: str = Field(index=True)
+    harness_name: str = ""
+    suite: str = ""
+    split: str = ""
+    task_id: str = Field(index=True)
+    task_hash: str = ""
+    category: str = ""
+    policy_id: str = Field(index=True)
+    policy_json: str = Field(default="{}", sa_type=Text)
+    seed: int = 0
+    runtime_version: str = ""
+    outcome: str = Field(index=True)
+    success: bool = False
+    reward: float = 0.0
+    steps: int = 0
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    wall_s: float = 0.0
+    isolation_json: str = Field(default="{}", sa_type=Text)
+    error: str | None = Field(default=None, sa_type=Text)
+    attempts: int = 1
+    trajectory_path: str = ""  # set by Store.record_rollout from the id
+    created_at: float = Field(default_factory=time.time)
+
+
+class ModelCallRow(SQLModel, table=True):
+    """One model call made through the gateway during a rollout."""
+
+    __tablename__ = "model_call"
+
+    id: str = Field(default="", primary_key=True)  # f"{rollout_id}:{idx}", set by the store
+    rollout_id: str = Field(default="", foreign_key="rollout.id", index=True)
+    idx: int
+    model: str = ""
+    status: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    attempts: int = 1
+    error: str | None = Field(default=None, sa_type=Text)
+    reply: str | None = Field(default=None, sa_type=Text)
+    created_at: float = Field(default_factory=time.time)
+
+
+class AttemptRow(SQLModel, table=True):
+    """An infra-failed attempt that was retried: kept so nothing observed is lost."""
+
+    __tablename__ = "attempt"
+
+    id: str = Field(default_factory=new_id, primary_key=True)
+    cache_key: str = Field(index=True)
+    run_id: str = ""
+    outcome: str = ""
+    error: str = Field(default="", sa_type=Text)
+    created_at: float = Field(default_factory=time.time)
+
+
+TABLE_MODELS: tuple[type[SQLModel], ...] = (
+    HarnessRow,
+    RunRow,
+    RolloutRow,
+    ModelCallRow,
+    AttemptRow,
+)

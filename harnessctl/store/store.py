@@ -1,0 +1,297 @@
+"""The Store: rollouts, runs, harnesses and model calls in a database; trajectories in files.
+
+One engine per store, one short session per call, so a Store may be shared by threads.
+Every returned row is detached from its session and stays readable after the call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlmodel import Session, col, select
+
+from harnessctl.constants import ENV_STORE_URL, STATE_DIR
+from harnessctl.errors import HarnessctlError
+
+from .engine import create_store_engine, writer
+from .migrate import migrate
+from .models import (
+    RUN_STATUSES,
+    AttemptRow,
+    HarnessRow,
+    ModelCallRow,
+    RolloutRow,
+    RunRow,
+    trajectory_relpath,
+)
+from .trajectories import read_trajectory, write_trajectory
+
+MIN_PREFIX = 4
+_IN_CHUNK = 500  # stays far below SQLite's bound-parameter limit
+
+
+class Store:
+    """Access to one harnessctl store; opening it applies pending migrations."""
+
+    def __init__(self, url: str, trajectory_dir: Path) -> None:
+        self.url = url
+        self.trajectory_dir = Path(trajectory_dir)
+        try:
+            self._engine: Engine = create_store_engine(url)
+        except SQLAlchemyError as exc:
+            raise HarnessctlError(f"store {url}: cannot open ({exc})") from exc
+        self._writer = writer(self._engine)
+        try:
+            migrate(self._engine)
+        except SQLAlchemyError as exc:
+            self._engine.dispose()
+            where = self._engine.url.render_as_string(hide_password=True)
+            raise HarnessctlError(f"store {where}: cannot open ({exc})") from exc
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    @classmethod
+    def for_workspace(cls, workspace: Path, url: str | None = None) -> Store:
+        """The workspace's store: ``url``, else $HARNESSCTL_STORE_URL, else SQLite in it."""
+        state = Path(workspace) / STATE_DIR
+        resolved = url or os.environ.get(ENV_STORE_URL) or f"sqlite:///{state / 'store.db'}"
+        return cls(resolved, state / "trajectories")
+
+    def close(self) -> None:
+        """Release every pooled connection."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _session(self, *, write: bool = False) -> Iterator[Session]:
+        with Session(self._writer if write else self._engine, expire_on_commit=False) as session:
+            yield session
+
+    # --- harnesses and runs ---
+
+    def upsert_harness(self, row: HarnessRow) -> None:
+        """Insert a harness, or update name, path and manifest of the one with its hash."""
+        for attempt in range(2):
+            try:
+                with self._session(write=True) as session:
+                    existing = session.get(HarnessRow, row.hash)
+                    if existing is None:
+                        session.add(row)
+                    else:
+                        existing.name, existing.path = row.name, row.path
+                        existing.manifest_json = row.manifest_json
+                    session.commit()
+                return
+            except IntegrityError:
+                if attempt:  # a concurrent insert won; the second pass updates it
+                    raise
+
+    def start_run(self, row: RunRow) -> RunRow:
+        """Record a run as started; return it."""
+        with self._session(write=True) as session:
+            session.add(row)
+            session.commit()
+        return row
+
+    def finish_run(self, run_id: str, status: str, summary: dict[str, Any] | None) -> None:
+        """Mark a run finished with ``status`` (done, failed, interrupted) and a summary."""
+        if status not in RUN_STATUSES:
+            raise HarnessctlError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
+        with self._session(write=True) as session:
+            row = session.get(RunRow, run_id)
+            if row is None:
+                raise HarnessctlError(f"no run with id {run_id!r}")
+            row.status = status
+            row.finished_at = time.time()
+            row.summary_json = None if summary is None else json.dumps(summary, sort_keys=True)
+            session.commit()
+
+    def run(self, run_id: str) -> RunRow:
+        """The run with this exact id."""
+        with self._session() as session:
+            row = session.get(RunRow, run_id)
+        if row is None:
+            raise HarnessctlError(f"no run with id {run_id!r}")
+        return row
+
+    # --- rollouts ---
+
+    def get_by_cache_keys(self, keys: Iterable[str]) -> dict[str, RolloutRow]:
+        """Rollouts already recorded under any of ``keys``, by cache key."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, RolloutRow] = {}
+        with self._session() as session:
+            for start in range(0, len(wanted), _IN_CHUNK):
+                chunk = wanted[start : start + _IN_CHUNK]
+                query = select(RolloutRow).where(col(RolloutRow.cache_key).in_(chunk))
+                found.update((row.cache_key, row) for row in session.exec(query))
+        return found
+
+    def record_rollout(
+        self, rollout: RolloutRow, calls: list[ModelCallRow], trajectory: dict[str, Any]
+    ) -> RolloutRow:
+        """Record a rollout, its model calls and its trajectory; idempotent on cache_key.
+
+        If a rollout with the same cache key exists (recorded earlier, or by a concurrent
+        thread or process that won the race), that row is returned and nothing is written.
+        """
+        with self._session() as session:
+            query = select(RolloutRow).where(
+                (RolloutRow.cache_key == rollout.cache_key) | (RolloutRow.id == rollout.id)
+            )
+            clashes = session.exec(query).all()
+        for row in clashes:
+            if row.cache_key == rollout.cache_key:
+                return row
+        if clashes:  # same id, other key: writing the file would clobber its trajectory
+            raise HarnessctlError(
+                f"rollout id {rollout.id} is already recorded under cache key "
+                f"{clashes[0].cache_key}, not {rollout.cache_key}"
+            )
+        rollout.trajectory_path = trajectory_relpath(rollout.id)
+        path = self.trajectory_dir / rollout.trajectory_path
+        write_trajectory(path, trajectory)  # before the row: a row never lacks its file
+        for call in calls:
+            call.rollout_id = rollout.id
+            call.id = f"{rollout.id}:{call.idx}"
+        try:
+            winner = self._insert_unless_recorded(rollout, calls)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+        if winner is None:
+            return rollout
+        if winner.trajectory_path != rollout.trajectory_path:
+            path.unlink(missing_ok=True)  # ours is an orphan now
+        return winner
+
+    def _insert_unless_recorded(
+        self, rollout: RolloutRow, calls: list[ModelCallRow]
+    ) -> RolloutRow | None:
+        """Insert rollout and calls in one transaction; return the row that beat us to it."""
+        query = select(RolloutRow).where(RolloutRow.cache_key == rollout.cache_key)
+        try:
+            with self._session(write=True) as session:
+                winner = session.exec(query).first()
+                if winner is None:
+                    session.add(rollout)
+                    session.flush()  # no ORM relationship orders the inserts for the FK
+                    session.add_all(calls)
+                    session.commit()
+                return winner
+        except IntegrityError:
+            # Databases without SQLite's write lock let two writers race to the unique key.
+            winner = self.get_by_cache_keys([rollout.cache_key]).get(rollout.cache_key)
+            if winner is None:
+                raise
+            return winner
+
+    def record_attempt(self, row: AttemptRow) -> None:
+        """Record an infra-failed attempt that was retried."""
+        with self._session(write=True) as session:
+            session.add(row)
+            session.commit()
+
+    def attempts(
+        self, *, cache_key: str | None = None, run_id: str | None = None
+    ) -> list[AttemptRow]:
+        """Recorded infra-failed attempts, oldest first, optionally filtered."""
+        query = select(AttemptRow)
+        if cache_key is not None:
+            query = query.where(AttemptRow.cache_key == cache_key)
+        if run_id is not None:
+            query = query.where(AttemptRow.run_id == run_id)
+        with self._session() as session:
+            return list(
+                session.exec(query.order_by(col(AttemptRow.created_at), col(AttemptRow.id)))
+            )
+
+    def rollout(self, id_or_prefix: str) -> RolloutRow:
+        """The rollout with this id, or the only one whose id starts with this prefix."""
+        prefix = id_or_prefix.strip()
+        if len(prefix) < MIN_PREFIX:
+            raise HarnessctlError(
+                f"rollout id {prefix!r} is too short: give at least {MIN_PREFIX} characters"
+            )
+        with self._session() as session:
+            exact = session.get(RolloutRow, prefix)
+            if exact is not None:
+                return exact
+            query = (
+                select(RolloutRow)
+                .where(col(RolloutRow.id).startswith(prefix, autoescape=True))
+                .order_by(col(RolloutRow.id))
+                .limit(6)
+            )
+            rows = list(session.exec(query))
+        if not rows:
+            raise HarnessctlError(f"no rollout with an id starting with {prefix!r}")
+        if len(rows) > 1:
+            shown = ", ".join(row.id for row in rows[:5]) + (", ..." if len(rows) > 5 else "")
+            raise HarnessctlError(
+                f"rollout id prefix {prefix!r} is ambiguous ({shown}): give more characters"
+            )
+        return rows[0]
+
+    def trajectory(self, rollout: RolloutRow) -> dict[str, Any]:
+        """The rollout's trajectory, read from its file."""
+        if not rollout.trajectory_path:
+            raise HarnessctlError(f"rollout {rollout.id} has no trajectory file")
+        return read_trajectory(self.trajectory_dir / rollout.trajectory_path)
+
+    def calls(self, rollout_id: str) -> list[ModelCallRow]:
+        """The model calls of one rollout, in call order."""
+        query = (
+            select(ModelCallRow)
+            .where(ModelCallRow.rollout_id == rollout_id)
+            .order_by(col(ModelCallRow.idx))
+        )
+        with self._session() as session:
+            return list(session.exec(query))
+
+    def rollouts(
+        self,
+        *,
+        harness_hash: str | None = None,
+        task_id: str | None = None,
+        policy_id: str | None = None,
+        run_id: str | None = None,
+        suite: str | None = None,
+        split: str | None = None,
+    ) -> list[RolloutRow]:
+        """Rollouts matching every given filter, oldest first."""
+        filters = {
+            "harness_hash": harness_hash,
+            "task_id": task_id,
+            "policy_id": policy_id,
+            "run_id": run_id,
+            "suite": suite,
+            "split": split,
+        }
+        query = select(RolloutRow)
+        for name, value in filters.items():
+            if value is not None:
+                query = query.where(getattr(RolloutRow, name) == value)
+        query = query.order_by(col(RolloutRow.created_at), col(RolloutRow.id))
+        with self._session() as session:
+            return list(session.exec(query))

@@ -1,0 +1,139 @@
+"""Workspaces: a git repository with ``harnesses/``, ``profiles/``, ``harnessctl.yaml`` and
+the store in an ignored ``.harnessctl/``. The project's own checkout is one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .constants import (
+    DEFAULT_POLICY,
+    ENV_SANDBOX,
+    ENV_STORE_URL,
+    ENV_WORKERS,
+    ENV_WORKSPACE,
+    STATE_DIR,
+    WORKSPACE_FILE,
+)
+from .errors import ConfigError
+from .harness import format_validation_error, read_yaml
+
+
+class WorkspaceConfig(BaseModel):
+    """``harnessctl.yaml``: defaults for every command run inside the workspace."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    store_url: str | None = None
+    """SQLAlchemy URL of the store; default: SQLite at ``.harnessctl/store.db``."""
+    sandbox: str = "local"
+    """Sandbox backend: ``local`` or a registered one."""
+    workers: int = 2
+    """Rollouts run in parallel."""
+    policy: str = DEFAULT_POLICY
+    """Default policy (any litellm model string; ``sim/dbbench`` is the offline test double)."""
+    suite: str | None = None
+    """Default suite directory, relative to the workspace."""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+    config: WorkspaceConfig
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIR
+
+    @property
+    def harnesses_dir(self) -> Path:
+        return self.root / "harnesses"
+
+    def store_url(self, override: str | None = None) -> str:
+        url = override or os.environ.get(ENV_STORE_URL) or self.config.store_url
+        return url or f"sqlite:///{self.state_dir / 'store.db'}"
+
+    def open_store(self, url: str | None = None):
+        from .store import Store
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        return Store(self.store_url(url), self.state_dir / "trajectories")
+
+
+def find_root(start: Path | None = None) -> Path:
+    env = os.environ.get(ENV_WORKSPACE)
+    if env:
+        return Path(env).resolve()
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / WORKSPACE_FILE).is_file():
+            return candidate
+    return here
+
+
+def load_workspace(start: Path | None = None) -> Workspace:
+    root = find_root(start)
+    path = root / WORKSPACE_FILE
+    data = read_yaml(path) if path.is_file() else {}
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "expected a mapping at the top level")
+    if os.environ.get(ENV_SANDBOX):
+        data["sandbox"] = os.environ[ENV_SANDBOX]
+    if os.environ.get(ENV_WORKERS):
+        data["workers"] = os.environ[ENV_WORKERS]
+    try:
+        config = WorkspaceConfig.model_validate(data)
+    except ValidationError as exc:
+        raise format_validation_error(str(path), exc) from None
+    return Workspace(root=root, config=config)
+
+
+DEFAULT_CONFIG = """\
+# harnessctl workspace settings (flags and HARNESSCTL_* variables override these).
+sandbox: local
+workers: 2
+policy: sim/dbbench   # offline test double; any litellm model string works
+# store_url: postgresql+psycopg://user@host/db   # default: SQLite in .harnessctl/
+"""
+
+
+def init_workspace(directory: Path, *, examples: bool = True) -> Workspace:
+    """Create (or complete) a workspace; existing files are left alone."""
+    from .vcs import ensure_repo
+
+    directory = directory.resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    for sub in ("harnesses", "profiles"):
+        (directory / sub).mkdir(exist_ok=True)
+        keep = directory / sub / ".gitkeep"
+        if not any((directory / sub).iterdir()):
+            keep.touch()
+    config = directory / WORKSPACE_FILE
+    if not config.exists():
+        config.write_text(DEFAULT_CONFIG, encoding="utf-8")
+    ignore = directory / ".gitignore"
+    lines = ignore.read_text(encoding="utf-8").splitlines() if ignore.exists() else []
+    if f"{STATE_DIR}/" not in lines:
+        ignore.write_text("\n".join([*lines, f"{STATE_DIR}/"]) + "\n", encoding="utf-8")
+    if examples:
+        _copy_examples(directory)
+    ensure_repo(directory, message="harnessctl init")
+    return load_workspace(directory)
+
+
+def _copy_examples(directory: Path) -> None:
+    """Copy the bundled base harness and example suite when this is a source checkout."""
+    source = Path(__file__).resolve().parent.parent
+    pairs = [
+        (source / "harnesses" / "dbbench-base", directory / "harnesses" / "dbbench-base"),
+        (source / "examples" / "dbbench", directory / "examples" / "dbbench"),
+    ]
+    for src, dst in pairs:
+        if src.is_dir() and not dst.exists() and src.resolve() != dst.resolve():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))

@@ -1,0 +1,44 @@
+"""Test isolation: a temp HOME and workspace, no colour, fixed width, a git identity, and
+no provider keys, so tests never touch the developer's machine state."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE_SUITE = ROOT / "examples" / "dbbench"
+BASE_HARNESS = ROOT / "harnesses" / "dbbench-base"
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.invalid")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    for key in list(os.environ):
+        if key.startswith("HARNESSCTL_") or key.endswith("_API_KEY"):
+            monkeypatch.delenv(key, raising=False)
+    yield
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch) -> Path:
+    """A fresh workspace holding the base harness and the example suite."""
+    ws = tmp_path / "ws"
+    (ws / "harnesses").mkdir(parents=True)
+    shutil.copytree(BASE_HARNESS, ws / "harnesses" / "dbbench-base")
+    shutil.copytree(EXAMPLE_SUITE, ws / "examples" / "dbbench")
+    (ws / "harnessctl.yaml").write_text("suite: examples/dbbench\nworkers: 2\n")
+    monkeypatch.setenv("HARNESSCTL_WORKSPACE", str(ws))
+    monkeypatch.chdir(ws)
+    return ws

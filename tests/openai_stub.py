@@ -1,0 +1,218 @@
+"""A scripted, local OpenAI-compatible chat server for tests (standard library only).
+
+Usage::
+
+    with OpenAIStub() as stub:
+        stub.reply("SELECT 1", prompt_tokens=12).fail(500).reply("done")
+        litellm.completion(model="openai/stub-model", api_base=stub.url, api_key="x", ...)
+        assert len(stub.requests) == 1
+
+Each ``POST /v1/chat/completions`` consumes the next queued behaviour; when the queue is empty
+the ``default`` behaviour answers (a plain reply unless replaced). ``content`` of a reply may be a
+callable taking the request body, for tests that answer from the prompt (voters, editors).
+Every request received is recorded, in arrival order, before it is answered.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Content = str | Callable[[dict[str, Any]], str]
+
+
+@dataclass
+class Reply:
+    """Answer 200 with one assistant message and the given usage."""
+
+    content: Content
+    prompt_tokens: int = 10
+    completion_tokens: int = 5
+    finish_reason: str = "stop"
+
+
+@dataclass
+class Fail:
+    """Answer with an HTTP error status and an OpenAI-style error body."""
+
+    status: int
+    message: str = "stub failure"
+    code: str | None = None
+    type: str = "server_error"
+
+
+@dataclass
+class Hang:
+    """Sleep ``seconds`` (longer than the client's timeout), then answer ``then``."""
+
+    seconds: float
+    then: Reply | Fail = field(default_factory=lambda: Reply("late"))
+
+
+@dataclass
+class Garbage:
+    """Answer 200 with a body that is not JSON."""
+
+    body: bytes = b"<html>this is not json"
+
+
+Behaviour = Reply | Fail | Hang | Garbage
+
+
+@dataclass
+class StubRequest:
+    """One request the stub received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]  # names lower-cased
+    body: dict[str, Any] | None
+    at: float
+
+
+class OpenAIStub:
+    """OpenAI-compatible server on 127.0.0.1:<ephemeral> answering from a scripted queue."""
+
+    def __init__(self, default: Behaviour | None = None) -> None:
+        self.default: Behaviour = default if default is not None else Reply("stub reply")
+        self.requests: list[StubRequest] = []
+        self._queue: deque[Behaviour] = deque()
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """Base URL to pass as ``api_base`` (ends in ``/v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # --- scripting (each returns self, so calls chain) ---
+    def push(self, *behaviours: Behaviour) -> OpenAIStub:
+        with self._lock:
+            self._queue.extend(behaviours)
+        return self
+
+    def reply(self, content: Content, **usage: Any) -> OpenAIStub:
+        return self.push(Reply(content, **usage))
+
+    def fail(self, status: int, message: str = "stub failure", **kw: Any) -> OpenAIStub:
+        return self.push(Fail(status, message, **kw))
+
+    def hang(self, seconds: float, then: Reply | Fail | None = None) -> OpenAIStub:
+        return self.push(Hang(seconds, then if then is not None else Reply("late")))
+
+    def garbage(self) -> OpenAIStub:
+        return self.push(Garbage())
+
+    @property
+    def chat_requests(self) -> list[StubRequest]:
+        """Requests to the chat completions endpoint only."""
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def close(self) -> None:
+        self._closing.set()  # wakes any Hang early so shutdown is quick
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> OpenAIStub:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- used by the handler ---
+    def _next(self, req: StubRequest) -> Behaviour:
+        with self._lock:
+            self.requests.append(req)
+            return self._queue.popleft() if self._queue else self.default
+
+
+def _completion_body(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
+    content = reply.content(request) if callable(reply.content) else reply.content
+    return {
+        "id": f"chatcmpl-stub-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": str(request.get("model", "stub-model")),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": reply.finish_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }
+
+
+def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass  # keep test output clean
+
+        def _send(self, status: int, payload: bytes, ctype: str = "application/json") -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except OSError:
+                pass  # the client gave up (timed out) before we answered: expected with Hang
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                data = {"object": "list", "data": [{"id": "stub-model", "object": "model"}]}
+                self._send(200, json.dumps(data).encode())
+            else:
+                self._send(404, b'{"error": {"message": "not found"}}')
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                body = json.loads(raw) if raw else None
+            except json.JSONDecodeError:
+                body = None
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            req = StubRequest("POST", self.path, headers, body, time.time())
+            if not self.path.endswith("/chat/completions"):
+                stub._next(req)
+                self._send(404, b'{"error": {"message": "not found"}}')
+                return
+            self._answer(stub._next(req), body or {})
+
+        def _answer(self, behaviour: Behaviour, body: dict[str, Any]) -> None:
+            if isinstance(behaviour, Hang):
+                if stub._closing.wait(behaviour.seconds):
+                    return
+                behaviour = behaviour.then
+            if isinstance(behaviour, Reply):
+                self._send(200, json.dumps(_completion_body(behaviour, body)).encode())
+            elif isinstance(behaviour, Fail):
+                err = {"message": behaviour.message, "type": behaviour.type, "code": behaviour.code}
+                self._send(behaviour.status, json.dumps({"error": err}).encode())
+            elif isinstance(behaviour, Garbage):
+                self._send(200, behaviour.body, ctype="text/html")
+
+    return Handler
