@@ -11,9 +11,25 @@ ENV_POLICY = "HARNESSCTL_POLICY"  # default policy model string
 ENV_GATEWAY_PORT = "HARNESSCTL_GATEWAY_PORT"  # opt-in loopback TCP port for the gateway
 
 # Variables that never reach a sandbox, whatever else is passed through.
-SECRET_ENV_PREFIXES = ("HARNESSCTL_", "OPENAI_", "ANTHROPIC_", "AZURE_", "AWS_", "GEMINI_",
-                       "GOOGLE_", "MISTRAL_", "COHERE_", "HF_", "HUGGINGFACE_", "LITELLM_",
-                       "GROQ_", "TOGETHER", "DEEPSEEK_", "XAI_", "OPENROUTER_")
+SECRET_ENV_PREFIXES = (
+    "HARNESSCTL_",
+    "OPENAI_",
+    "ANTHROPIC_",
+    "AZURE_",
+    "AWS_",
+    "GEMINI_",
+    "GOOGLE_",
+    "MISTRAL_",
+    "COHERE_",
+    "HF_",
+    "HUGGINGFACE_",
+    "LITELLM_",
+    "GROQ_",
+    "TOGETHER",
+    "DEEPSEEK_",
+    "XAI_",
+    "OPENROUTER_",
+)
 
 # --- the contract between host and sandbox runtime (names mirrored in harnessctl/runtime) ---
 RT_ENV_GATEWAY = "HXRT_GATEWAY"  # unix:///path/to/socket or http://127.0.0.1:PORT

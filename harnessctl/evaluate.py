@@ -28,6 +28,7 @@ from .harness import HarnessSpec, runtime_version
 from .outcomes import Outcome, classify
 from .policy import Policy
 from .sandbox import Job, Limits, Sandbox, SandboxResult
+from .suite import Suite
 from .summary import Summary, summarize
 
 MAX_EVENTS_BYTES = 4 * 1024 * 1024
@@ -36,7 +37,7 @@ MAX_EVENTS_BYTES = 4 * 1024 * 1024
 @dataclass
 class EvalRequest:
     harness: HarnessSpec
-    suite: object  # harnessctl.suite.Suite
+    suite: Suite
     split: str
     policy: Policy
     rollouts: int = 3
@@ -99,16 +100,28 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
     ]
     found = store.get_by_cache_keys([j.cache_key for j in jobs])
     pending = [j for j in jobs if j.cache_key not in found]
-    store.upsert_harness(HarnessRow(
-        hash=harness.hash, name=harness.name, path=str(harness.path),
-        manifest_json=harness.manifest.model_dump_json(), created_at=time.time(),
-    ))
-    run = store.start_run(RunRow(
-        id=uuid.uuid4().hex, command=request.command, harness_hash=harness.hash,
-        suite=suite.name, split=request.split, policy_id=request.policy.id,
-        params_json=json.dumps(request.policy.params, sort_keys=True),
-        started_at=time.time(), status="running",
-    ))
+    store.upsert_harness(
+        HarnessRow(
+            hash=harness.hash,
+            name=harness.name,
+            path=str(harness.path),
+            manifest_json=harness.manifest.model_dump_json(),
+            created_at=time.time(),
+        )
+    )
+    run = store.start_run(
+        RunRow(
+            id=uuid.uuid4().hex,
+            command=request.command,
+            harness_hash=harness.hash,
+            suite=suite.name,
+            split=request.split,
+            policy_id=request.policy.id,
+            params_json=json.dumps(request.policy.params, sort_keys=True),
+            started_at=time.time(),
+            status="running",
+        )
+    )
     rows = {k: found[k] for k in found}
     infra_failed: list[str] = []
     interrupted = False
@@ -130,8 +143,13 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
     summary = summarize(ordered)
     store.finish_run(run.id, "done" if not infra_failed else "failed", summary.to_dict())
     return EvalResult(
-        run_id=run.id, rows=ordered, cached=len(found), executed=len(ordered) - len(found),
-        infra_failed=infra_failed, problems=taskset.problems, summary=summary,
+        run_id=run.id,
+        rows=ordered,
+        cached=len(found),
+        executed=len(ordered) - len(found),
+        infra_failed=infra_failed,
+        problems=taskset.problems,
+        summary=summary,
         interrupted=interrupted,
     )
 
@@ -156,9 +174,11 @@ class _Runner:
         os.chmod(workdir_root, 0o711)
         self.workdir_root = workdir_root
         self.budget = Budget(max_calls=self.request.max_calls, max_tokens=self.request.max_tokens)
-        gateway = Gateway(port=int(port) if port else None,
-                          retries=self.request.upstream_retries,
-                          backoff_s=self.request.upstream_backoff_s)
+        gateway = Gateway(
+            port=int(port) if port else None,
+            retries=self.request.upstream_retries,
+            backoff_s=self.request.upstream_backoff_s,
+        )
         sandbox: Sandbox = get_sandbox(self.request.sandbox)
         try:
             # litellm takes seconds to import: pay it before the clock of any rollout starts
@@ -195,10 +215,16 @@ class _Runner:
             row, record = self.run_one(job, attempt)
             if row.outcome != Outcome.INFRA_ERROR:
                 return self.store.record_rollout(row, *record)
-            self.store.record_attempt(AttemptRow(
-                id=uuid.uuid4().hex, cache_key=job.cache_key, run_id=self.run_id,
-                outcome=row.outcome, error=row.error, created_at=time.time(),
-            ))
+            self.store.record_attempt(
+                AttemptRow(
+                    id=uuid.uuid4().hex,
+                    cache_key=job.cache_key,
+                    run_id=self.run_id,
+                    outcome=row.outcome,
+                    error=row.error,
+                    created_at=time.time(),
+                )
+            )
         return None
 
     def run_one(self, job: Pending, attempt: int):
@@ -211,8 +237,11 @@ class _Runner:
         self.env.prepare(task, workdir)
         oracle.register(rollout_id, self.env.oracle(task))
         token = self.gateway.open_rollout(
-            rollout_id, model=request.policy.model, params=dict(request.policy.params),
-            budget=self.budget, metadata={"task_id": task.id, "seed": job.seed},
+            rollout_id,
+            model=request.policy.model,
+            params=dict(request.policy.params),
+            budget=self.budget,
+            metadata={"task_id": task.id, "seed": job.seed},
         )
         env = {
             "HXRT_GATEWAY": self.gateway.address,
@@ -222,8 +251,9 @@ class _Runner:
         }
         started = time.time()
         try:
-            result = self.sandbox.run(Job(rollout_id, request.harness, workdir, env,
-                                          request.limits))
+            result = self.sandbox.run(
+                Job(rollout_id, request.harness, workdir, env, request.limits)
+            )
         finally:
             ledger = self.gateway.close_rollout(token)
             oracle.unregister(rollout_id)
@@ -232,8 +262,16 @@ class _Runner:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _record(self, job: Pending, rollout_id: str, attempt: int, workdir: Path,
-                result: SandboxResult, ledger, started: float):
+    def _record(
+        self,
+        job: Pending,
+        rollout_id: str,
+        attempt: int,
+        workdir: Path,
+        result: SandboxResult,
+        ledger,
+        started: float,
+    ):
         from .store import ModelCallRow, RolloutRow
 
         task, request = job.task, self.request
@@ -244,8 +282,11 @@ class _Runner:
         if answer is not None and not isinstance(answer, str):
             answer = json.dumps(answer)
         score = None
-        scorable = (not result.timed_out and result.infra_error is None
-                    and status not in (None, "harness_error", "infra_error"))
+        scorable = (
+            not result.timed_out
+            and result.infra_error is None
+            and status not in (None, "harness_error", "infra_error")
+        )
         if scorable:
             score = self.env.score(task, workdir, answer)
         infra = result.infra_error or ledger.infra_error
@@ -266,36 +307,71 @@ class _Runner:
             "policy": {"model": request.policy.model, "params": request.policy.params},
             "outcome": outcome.value,
             "result": runtime_result,
-            "score": None if score is None else {"success": score.success,
-                                                 "answer_unparsable": score.answer_unparsable,
-                                                 "detail": score.detail},
+            "score": None
+            if score is None
+            else {
+                "success": score.success,
+                "answer_unparsable": score.answer_unparsable,
+                "detail": score.detail,
+            },
             "events": events,
             "calls": [_call_dict(c) for c in ledger.calls],
-            "sandbox": {"exit_code": result.exit_code, "timed_out": result.timed_out,
-                        "wall_s": result.wall_s, "stdout_tail": result.stdout_tail,
-                        "stderr_tail": result.stderr_tail, "isolation": result.isolation},
+            "sandbox": {
+                "exit_code": result.exit_code,
+                "timed_out": result.timed_out,
+                "wall_s": result.wall_s,
+                "stdout_tail": result.stdout_tail,
+                "stderr_tail": result.stderr_tail,
+                "isolation": result.isolation,
+            },
         }
         row = RolloutRow(
-            id=rollout_id, cache_key=job.cache_key, run_id=self.run_id,
-            harness_hash=request.harness.hash, harness_name=request.harness.name,
-            suite=request.suite.name, split=request.split, task_id=task.id,
-            task_hash=task.content_hash, category=task.category, policy_id=request.policy.id,
-            policy_json=json.dumps({"model": request.policy.model,
-                                    "params": request.policy.params}, sort_keys=True),
-            seed=job.seed, runtime_version=self.runtime, outcome=outcome.value,
-            success=outcome == Outcome.SUCCESS, reward=1.0 if outcome == Outcome.SUCCESS else 0.0,
-            steps=int((runtime_result or {}).get("rounds") or 0), model_calls=len(ledger.calls),
-            prompt_tokens=ledger.prompt_tokens, completion_tokens=ledger.completion_tokens,
-            cost_usd=ledger.cost_usd, latency_s=ledger.latency_s, wall_s=time.time() - started,
-            isolation_json=json.dumps(result.isolation, sort_keys=True), error=error,
-            attempts=attempt, trajectory_path="", created_at=time.time(),
+            id=rollout_id,
+            cache_key=job.cache_key,
+            run_id=self.run_id,
+            harness_hash=request.harness.hash,
+            harness_name=request.harness.name,
+            suite=request.suite.name,
+            split=request.split,
+            task_id=task.id,
+            task_hash=task.content_hash,
+            category=task.category,
+            policy_id=request.policy.id,
+            policy_json=json.dumps(
+                {"model": request.policy.model, "params": request.policy.params}, sort_keys=True
+            ),
+            seed=job.seed,
+            runtime_version=self.runtime,
+            outcome=outcome.value,
+            success=outcome == Outcome.SUCCESS,
+            reward=1.0 if outcome == Outcome.SUCCESS else 0.0,
+            steps=int((runtime_result or {}).get("rounds") or 0),
+            model_calls=len(ledger.calls),
+            prompt_tokens=ledger.prompt_tokens,
+            completion_tokens=ledger.completion_tokens,
+            cost_usd=ledger.cost_usd,
+            latency_s=ledger.latency_s,
+            wall_s=time.time() - started,
+            isolation_json=json.dumps(result.isolation, sort_keys=True),
+            error=error,
+            attempts=attempt,
+            trajectory_path="",
+            created_at=time.time(),
         )
         calls = [
             ModelCallRow(
-                id=f"{rollout_id}:{c.index}", rollout_id=rollout_id, idx=c.index, model=c.model,
-                status=c.status, prompt_tokens=c.prompt_tokens,
-                completion_tokens=c.completion_tokens, cost_usd=c.cost_usd,
-                latency_s=c.latency_s, attempts=c.attempts, error=c.error, reply=c.reply,
+                id=f"{rollout_id}:{c.index}",
+                rollout_id=rollout_id,
+                idx=c.index,
+                model=c.model,
+                status=c.status,
+                prompt_tokens=c.prompt_tokens,
+                completion_tokens=c.completion_tokens,
+                cost_usd=c.cost_usd,
+                latency_s=c.latency_s,
+                attempts=c.attempts,
+                error=c.error,
+                reply=c.reply,
                 created_at=c.started_at,
             )
             for c in ledger.calls
@@ -305,10 +381,17 @@ class _Runner:
 
 def _call_dict(call) -> dict:
     return {
-        "index": call.index, "model": call.model, "messages": call.messages,
-        "params": call.params, "reply": call.reply, "status": call.status,
-        "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
-        "cost_usd": call.cost_usd, "latency_s": call.latency_s, "attempts": call.attempts,
+        "index": call.index,
+        "model": call.model,
+        "messages": call.messages,
+        "params": call.params,
+        "reply": call.reply,
+        "status": call.status,
+        "prompt_tokens": call.prompt_tokens,
+        "completion_tokens": call.completion_tokens,
+        "cost_usd": call.cost_usd,
+        "latency_s": call.latency_s,
+        "attempts": call.attempts,
         "error": call.error,
     }
 
@@ -344,8 +427,9 @@ def _read_events(workdir: Path) -> list[dict]:
     return events
 
 
-def _error_text(outcome: Outcome, result: SandboxResult, runtime_result: dict | None,
-                infra: str | None) -> str | None:
+def _error_text(
+    outcome: Outcome, result: SandboxResult, runtime_result: dict | None, infra: str | None
+) -> str | None:
     if outcome == Outcome.INFRA_ERROR:
         return infra or (runtime_result or {}).get("error") or "infrastructure failure"
     if outcome == Outcome.TIMEOUT:

@@ -45,8 +45,7 @@ def summarize(rows: list) -> Summary:
     for cat in sorted(per_cat):
         group = per_cat[cat]
         ok = sum(1 for r in group if r.success)
-        categories[cat] = {"rollouts": len(group), "successes": ok,
-                           "success_rate": ok / len(group)}
+        categories[cat] = {"rollouts": len(group), "successes": ok, "success_rate": ok / len(group)}
     walls = [r.wall_s for r in rows]
     return Summary(
         rollouts=n,

@@ -84,8 +84,12 @@ def test_show_renders_a_trajectory(workspace):
 
 
 def test_a_harness_that_raises_is_recorded_and_the_run_goes_on(workspace):
-    make_variant(workspace, "crashy", "return messages + self.history(state)",
-                 "raise RuntimeError('boom in build_context')")
+    make_variant(
+        workspace,
+        "crashy",
+        "return messages + self.history(state)",
+        "raise RuntimeError('boom in build_context')",
+    )
     result, data = eval_json("crashy", "--rollouts", 1, *task_flags(TASKS[:3]))
     assert result.exit_code == 0
     assert data["summary"]["outcomes"] == {"harness_error": 3}
@@ -94,8 +98,9 @@ def test_a_harness_that_raises_is_recorded_and_the_run_goes_on(workspace):
 
 
 def test_a_harness_that_loops_forever_is_killed_at_the_timeout(workspace):
-    make_variant(workspace, "loopy", "sql = SQL_BLOCK.search(reply)",
-                 "while True:\n            pass")
+    make_variant(
+        workspace, "loopy", "sql = SQL_BLOCK.search(reply)", "while True:\n            pass"
+    )
     result, data = eval_json("loopy", "--rollouts", 1, "--timeout", 3, *task_flags(TASKS[:2]))
     assert result.exit_code == 0
     assert data["summary"]["outcomes"] == {"timeout": 2}
@@ -103,8 +108,9 @@ def test_a_harness_that_loops_forever_is_killed_at_the_timeout(workspace):
 
 
 def test_a_reply_over_the_token_budget_is_a_context_limit(workspace):
-    result, data = eval_json("dbbench-base", "--rollouts", 1, "--max-tokens", 300,
-                             *task_flags(TASKS[:2]))
+    result, data = eval_json(
+        "dbbench-base", "--rollouts", 1, "--max-tokens", 300, *task_flags(TASKS[:2])
+    )
     assert result.exit_code == 0
     assert data["summary"]["outcomes"] == {"context_limit": 2}
     calls = load_workspace(workspace).open_store().calls(rows(workspace)[0].id)
@@ -114,8 +120,12 @@ def test_a_reply_over_the_token_budget_is_a_context_limit(workspace):
 def test_the_sandbox_sees_no_secrets(workspace, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-never-leak")
     monkeypatch.setenv("HARNESSCTL_SECRET_THING", "hx-should-never-leak")
-    make_variant(workspace, "snoop", "return state.answer",
-                 "import os\n        return repr(sorted(os.environ.items()))")
+    make_variant(
+        workspace,
+        "snoop",
+        "return state.answer",
+        "import os\n        return repr(sorted(os.environ.items()))",
+    )
     eval_json("snoop", "--rollouts", 1, *task_flags(TASKS[:1]))
     trajectory = load_workspace(workspace).open_store().trajectory(rows(workspace)[0])
     seen = trajectory["result"]["answer"]

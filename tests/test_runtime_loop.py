@@ -40,17 +40,27 @@ def task_dir(tmp_path):
     conn.executemany("INSERT INTO `Game Schedule` VALUES (?, ?)", [("1", "Athlone Town")] * 900)
     conn.commit()
     conn.close()
-    task = {"task_id": "t1", "env": "dbbench", "instruction": "How many games?",
-            "context": "The name of this table is Game Schedule.", "table_name": "Game Schedule",
-            "database": "db.sqlite"}
+    task = {
+        "task_id": "t1",
+        "env": "dbbench",
+        "instruction": "How many games?",
+        "context": "The name of this table is Game Schedule.",
+        "table_name": "Game Schedule",
+        "database": "db.sqlite",
+    }
     (tmp_path / "task.json").write_text(json.dumps(task))
     return tmp_path
 
 
 def run(task_dir, model):
-    harness = load_harness(BASE_HARNESS, task_dir, {"entry": "harness.py:DBBenchHarness", "settings": {"max_rounds": 4}})
-    state = rt.State(task=json.loads((task_dir / "task.json").read_text()),
-                     max_rounds=harness.max_rounds)
+    harness = load_harness(
+        BASE_HARNESS,
+        task_dir,
+        {"entry": "harness.py:DBBenchHarness", "settings": {"max_rounds": 4}},
+    )
+    state = rt.State(
+        task=json.loads((task_dir / "task.json").read_text()), max_rounds=harness.max_rounds
+    )
     log = EventLog(task_dir / "events.jsonl")
     run_episode(harness, state, model, log)
     log.close()
@@ -87,8 +97,7 @@ def test_tool_errors_are_shown_raw_and_counted(task_dir):
 
 
 def test_long_observations_are_cut_at_the_protocol_limit(task_dir):
-    state = run(task_dir, Script("```sql\nSELECT * FROM `Game Schedule`\n```",
-                                 "Final Answer: []"))
+    state = run(task_dir, Script("```sql\nSELECT * FROM `Game Schedule`\n```", "Final Answer: []"))
     text = state.turns[0].feedback
     assert text.endswith("[TRUNCATED]") and len(text) == 800 + len("[TRUNCATED]")
 

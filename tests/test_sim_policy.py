@@ -22,7 +22,7 @@ import pytest
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 import litellm  # noqa: E402
 
-from harnessctl.policies import OFFLINE_PROVIDERS, oracle, policy_id, register_providers  # noqa: E402
+from harnessctl.policies import OFFLINE_PROVIDERS, oracle, register_providers  # noqa: E402
 from harnessctl.policies.dbbench_sim import (  # noqa: E402
     MODES,
     Task,
@@ -36,6 +36,7 @@ from harnessctl.policies.sim_signals import (  # noqa: E402
     reply_kind,
     restates_format,
 )
+from harnessctl.policy import Policy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT / "examples" / "dbbench" / "dev.jsonl"
@@ -332,10 +333,9 @@ def test_package_import_is_light_and_registration_idempotent() -> None:
 
 
 def test_policy_id_is_stable() -> None:
-    a = policy_id("sim/dbbench", {"skill": 0.7, "rate_format": 1.0})
-    assert a == policy_id("sim/dbbench", {"rate_format": 1.0, "skill": 0.7})
-    assert a == 'sim/dbbench {"rate_format":1.0,"skill":0.7}'
-    assert a != policy_id("sim/dbbench", {"skill": 0.8})
+    a = Policy("sim/dbbench", {"skill": 0.7, "rate_format": 1.0}).id
+    assert a == Policy("sim/dbbench", {"rate_format": 1.0, "skill": 0.7}).id
+    assert a != Policy("sim/dbbench", {"skill": 0.8}).id
 
 
 def test_oracle_registry_copies_and_is_thread_safe() -> None:

@@ -33,8 +33,12 @@ def eval_command(
     policy: Annotated[str | None, typer.Option(help=POLICY_HELP, envvar=ENV_POLICY)] = None,
     param: Annotated[
         list[str] | None,
-        typer.Option("--param", "-p", help="Policy parameter key=value (repeatable), e.g. "
-                     "skill=0.8 for sim, temperature=0.7, api_base=http://..."),
+        typer.Option(
+            "--param",
+            "-p",
+            help="Policy parameter key=value (repeatable), e.g. "
+            "skill=0.8 for sim, temperature=0.7, api_base=http://...",
+        ),
     ] = None,
     rollouts: Annotated[int, typer.Option(min=1, help="Rollouts (seeds) per task.")] = (
         DEFAULT_ROLLOUTS
@@ -76,34 +80,48 @@ def eval_command(
     suite_path = suite or ws.config.suite
     if suite_path is None:
         raise typer.BadParameter("pass --suite (or set suite: in harnessctl.yaml)")
-    loaded_suite = load_suite(Path(suite_path) if Path(suite_path).exists()
-                              else ws.root / suite_path)
+    loaded_suite = load_suite(
+        Path(suite_path) if Path(suite_path).exists() else ws.root / suite_path
+    )
     request = EvalRequest(
-        harness=spec, suite=loaded_suite, split=split,
+        harness=spec,
+        suite=loaded_suite,
+        split=split,
         policy=Policy(policy or ws.config.policy or DEFAULT_POLICY, parse_params(param or [])),
-        rollouts=rollouts, seed=seed, workers=workers or ws.config.workers,
+        rollouts=rollouts,
+        seed=seed,
+        workers=workers or ws.config.workers,
         sandbox=sandbox or ws.config.sandbox,
-        limits=Limits(timeout_s=timeout), max_calls=max_calls, max_tokens=max_tokens,
+        limits=Limits(timeout_s=timeout),
+        max_calls=max_calls,
+        max_tokens=max_tokens,
         task_ids=task,
     )
     db = ws.open_store(store)
     with rollout_progress(err_console(), enabled=not as_json) as progress:
         result = evaluate(request, db, progress=progress)
     for problem in result.problems:
-        err_console().print(f"[yellow]skipped[/] {problem.file}:{problem.line}: "
-                            f"{problem.message}")
+        err_console().print(f"[yellow]skipped[/] {problem.file}:{problem.line}: {problem.message}")
     if as_json:
-        payload = {"run_id": result.run_id, "harness": spec.name, "harness_hash": spec.hash,
-                   "policy": request.policy.id, "cached": result.cached,
-                   "executed": result.executed, "infra_failed": len(result.infra_failed),
-                   "problems": [vars(p) for p in result.problems],
-                   "summary": result.summary.to_dict()}
+        payload = {
+            "run_id": result.run_id,
+            "harness": spec.name,
+            "harness_hash": spec.hash,
+            "policy": request.policy.id,
+            "cached": result.cached,
+            "executed": result.executed,
+            "infra_failed": len(result.infra_failed),
+            "problems": [vars(p) for p in result.problems],
+            "summary": result.summary.to_dict(),
+        }
         console().print_json(json.dumps(payload))
     else:
         render_summary(console(), spec, request, result)
     if result.infra_failed:
-        err_console().print(f"[red]{len(result.infra_failed)} rollout(s) failed on "
-                            "infrastructure after retries; run the command again to retry.[/]")
+        err_console().print(
+            f"[red]{len(result.infra_failed)} rollout(s) failed on "
+            "infrastructure after retries; run the command again to retry.[/]"
+        )
         raise typer.Exit(3)
     if result.problems:
         raise typer.Exit(1)

@@ -14,8 +14,12 @@ def rollout_progress(console: Console, enabled: bool = True) -> Iterator:
         yield None
         return
     bar = Progress(
-        TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        console=console, transient=True,
+        TextColumn("[bold]rollouts"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
     )
     task_id = None
 

@@ -46,14 +46,18 @@ def rollouts_command(
     from .render import console
 
     db = load_workspace().open_store(store)
-    rows = [r for r in db.rollouts(task_id=task)
-            if (harness is None or r.harness_name == harness)
-            and (outcome is None or r.outcome == outcome)]
+    rows = [
+        r
+        for r in db.rollouts(task_id=task)
+        if (harness is None or r.harness_name == harness)
+        and (outcome is None or r.outcome == outcome)
+    ]
     rows.sort(key=lambda r: r.created_at, reverse=True)
     table = Table(show_edge=False)
     for col in ("id", "harness", "task", "seed", "policy", "outcome", "steps"):
         table.add_column(col)
     for r in rows[:limit]:
-        table.add_row(r.id[:12], r.harness_name, r.task_id, str(r.seed), r.policy_id,
-                      r.outcome, str(r.steps))
+        table.add_row(
+            r.id[:12], r.harness_name, r.task_id, str(r.seed), r.policy_id, r.outcome, str(r.steps)
+        )
     console().print(table)

@@ -27,21 +27,38 @@ def render_trajectory(console: Console, row, trajectory: dict) -> None:
         messages = call.get("messages") or []
         if i == 0:
             for m in messages[:2]:
-                console.print(Panel(_clip(str(m.get("content"))), title=m.get("role", "?"),
-                                    title_align="left", border_style="dim"))
-        console.print(Panel(_clip(call.get("reply") or call.get("error") or ""),
-                            title=f"model call {call.get('index')} [{call.get('status')}]",
-                            title_align="left", border_style="cyan"))
+                console.print(
+                    Panel(
+                        _clip(str(m.get("content"))),
+                        title=m.get("role", "?"),
+                        title_align="left",
+                        border_style="dim",
+                    )
+                )
+        console.print(
+            Panel(
+                _clip(call.get("reply") or call.get("error") or ""),
+                title=f"model call {call.get('index')} [{call.get('status')}]",
+                title_align="left",
+                border_style="cyan",
+            )
+        )
         turn = turns[i] if i < len(turns) else None
         if turn is not None and turn.get("feedback") is not None:
-            console.print(Panel(_clip(str(turn["feedback"])),
-                                title=f"harness -> model ({turn.get('kind')})",
-                                title_align="left", border_style="blue"))
+            console.print(
+                Panel(
+                    _clip(str(turn["feedback"])),
+                    title=f"harness -> model ({turn.get('kind')})",
+                    title_align="left",
+                    border_style="blue",
+                )
+            )
     result = trajectory.get("result") or {}
     console.print(f"runtime status: {result.get('status')}  answer: {result.get('answer')!r}")
     if result.get("traceback"):
-        console.print(Panel(_clip(result["traceback"], 3000), title="harness traceback",
-                            border_style="red"))
+        console.print(
+            Panel(_clip(result["traceback"], 3000), title="harness traceback", border_style="red")
+        )
     score = trajectory.get("score")
     if score:
         console.print(f"score: success={score.get('success')} detail={score.get('detail')}")

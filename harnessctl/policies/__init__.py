@@ -10,8 +10,6 @@ which imports the provider module lazily.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import Any
 
 SIM_PROVIDER = "sim"
@@ -42,14 +40,4 @@ def register_providers(litellm_module: Any) -> None:
     litellm_module.register_model(MODEL_INFO)
 
 
-def policy_id(model: str, params: Mapping[str, Any]) -> str:
-    """A stable id for (model, params), used in rollout cache keys.
-
-    ``model`` followed by a space and the params as compact JSON with sorted keys, so the same
-    settings always give the same id whatever order they were given in.
-    """
-    encoded = json.dumps(dict(params), sort_keys=True, separators=(",", ":"), default=str)
-    return f"{model} {encoded}"
-
-
-__all__ = ["OFFLINE_PROVIDERS", "SIM_PROVIDER", "policy_id", "register_providers"]
+__all__ = ["OFFLINE_PROVIDERS", "SIM_PROVIDER", "register_providers"]

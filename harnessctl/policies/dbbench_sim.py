@@ -172,7 +172,8 @@ def _answer(thought: str, values: Sequence[str], bare: bool = False) -> str:
 
 
 def _prose(task: Task, turn: int) -> str:
-    column = task.columns[turn % len(task.columns)] if task.columns else "relevant"
+    named = [c for c in task.columns if c.strip()] or ["relevant"]
+    column = named[turn % len(named)]
     return (
         f"Let me think about this before acting. The question seems to hinge on the {column} "
         "column, so I want to be sure which rows matter and what exactly is being asked "

@@ -47,7 +47,7 @@ class Observation:
 
 @dataclass
 class Failure:
-    """Handed to ``recover``: ``kind`` is ``invalid_format``, ``invalid_action`` or ``tool_error``."""
+    """Handed to ``recover``; ``kind``: ``invalid_format``, ``invalid_action``, ``tool_error``."""
 
     kind: str
     message: str
@@ -108,9 +108,7 @@ class Harness:
         self.task_dir = Path(task_dir)
         self.settings = dict(settings or {})
         self.max_rounds = int(self.settings.get("max_rounds", self.max_rounds))
-        self.observation_limit = int(
-            self.settings.get("observation_limit", self.observation_limit)
-        )
+        self.observation_limit = int(self.settings.get("observation_limit", self.observation_limit))
         self.tools = _tools.open_tools(self.task_dir)
 
     # --- helpers for subclasses -------------------------------------------------------

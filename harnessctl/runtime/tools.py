@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 from . import sqlcompat
@@ -15,10 +16,10 @@ class SQLTool:
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
-        self._conn = None
+        self._conn: sqlite3.Connection | None = None
 
     @property
-    def conn(self):  # opened lazily: a harness may never touch the database
+    def conn(self) -> sqlite3.Connection:  # opened lazily: a harness may not use it
         if self._conn is None:
             self._conn = sqlcompat.connect(str(self.db_path))
         return self._conn

@@ -15,6 +15,7 @@ may read on the host (run as root, that user is ``nobody``; otherwise it is you)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -26,10 +27,7 @@ from pathlib import Path
 from . import Job, SandboxResult
 
 SANDBOX_UID = 65534  # nobody
-BOOT = (
-    "import sys; sys.path.insert(0, {path!r}); "
-    "from harnessctl_runtime.boot import main; main()"
-)
+BOOT = "import sys; sys.path.insert(0, {path!r}); from harnessctl_runtime.boot import main; main()"
 
 
 def _find_python() -> str:
@@ -102,8 +100,9 @@ class LocalSandbox:
         if cached is None:
             cached = self.root / "harnesses" / job.harness.hash[:16]
             if not cached.exists():
-                shutil.copytree(job.harness.path, cached,
-                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                shutil.copytree(
+                    job.harness.path, cached, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+                )
                 _read_only(cached)
             self._harness_copies[job.harness.hash] = cached
         return cached
@@ -122,17 +121,26 @@ class LocalSandbox:
             "HXRT_HARNESS_DIR": str(harness_dir),
             "HXRT_TASK_DIR": str(job.workdir),
         }
-        cmd = [*self.prefix, self.python, "-I", "-S", "-c",
-               BOOT.format(path=str(self.root / "rt"))]
+        cmd = [*self.prefix, self.python, "-I", "-S", "-c", BOOT.format(path=str(self.root / "rt"))]
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
-                cmd, cwd=job.workdir, env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                cmd,
+                cwd=job.workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
             )
         except OSError as exc:
-            return SandboxResult(None, False, 0.0, infra_error=f"cannot start sandbox: {exc}",
-                                 isolation=self.isolation)
+            return SandboxResult(
+                None,
+                False,
+                0.0,
+                infra_error=f"cannot start sandbox: {exc}",
+                isolation=self.isolation,
+            )
         timed_out = False
         try:
             out, err = proc.communicate(timeout=job.limits.timeout_s)
@@ -152,14 +160,12 @@ class LocalSandbox:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _read_only(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             os.chmod(Path(dirpath) / name, 0o444)
         os.chmod(dirpath, 0o555)

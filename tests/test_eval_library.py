@@ -1,0 +1,102 @@
+"""evaluate() as a library: infrastructure failures, interruption and resume, a real model
+endpoint (a local OpenAI-compatible server) through the same path as the sim."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from harnessctl.evaluate import EvalRequest, evaluate
+from harnessctl.harness import load_harness
+from harnessctl.policy import Policy
+from harnessctl.sandbox import Limits
+from harnessctl.suite import load_suite
+from harnessctl.workspace import load_workspace
+from tests.openai_stub import Fail, OpenAIStub, Reply
+
+TASKS = ["dev-000", "dev-020", "dev-045"]
+
+
+def request(ws, policy, **kw):
+    defaults = dict(
+        harness=load_harness(ws / "harnesses" / "dbbench-base"),
+        suite=load_suite(ws / "examples" / "dbbench"),
+        split="dev",
+        policy=policy,
+        rollouts=1,
+        workers=2,
+        task_ids=TASKS,
+        limits=Limits(timeout_s=30),
+    )
+    defaults.update(kw)
+    return EvalRequest(**defaults)
+
+
+def test_upstream_failure_is_an_infra_error_not_a_task_failure(workspace):
+    store = load_workspace(workspace).open_store()
+    with OpenAIStub(default=Fail(500, "upstream down")) as stub:
+        policy = Policy("openai/stub-model", {"api_base": stub.url, "api_key": "dummy"})
+        result = evaluate(
+            request(workspace, policy, retries=1, upstream_retries=1, upstream_backoff_s=0.0), store
+        )
+        assert len(stub.chat_requests) == 3 * 2 * 2  # tasks x sandbox attempts x upstream tries
+    assert len(result.infra_failed) == 3
+    assert result.rows == [] and store.rollouts() == []
+    attempts = store.attempts()
+    assert len(attempts) == 6 and {a.outcome for a in attempts} == {"infra_error"}
+    assert all("upstream down" in (a.error or "") for a in attempts)
+
+
+def test_a_real_endpoint_policy_goes_through_the_same_path(workspace):
+    store = load_workspace(workspace).open_store()
+    script = [
+        "Action: Operation\n```sql\nSELECT COUNT(*) FROM `Game Schedule`\n```",
+        'Action: Answer\nFinal Answer: ["1.0"]',
+    ]
+    with OpenAIStub() as stub:
+        stub.push(*(Reply(text, prompt_tokens=100, completion_tokens=20) for text in script))
+        policy = Policy("openai/stub-model", {"api_base": stub.url, "api_key": "dummy"})
+        result = evaluate(request(workspace, policy, task_ids=["dev-004"], workers=1), store)
+        sent = stub.chat_requests
+    row = result.rows[0]
+    assert row.model_calls == 2 and row.prompt_tokens == 200 and row.completion_tokens == 40
+    assert row.outcome in ("success", "wrong_answer")
+    first = sent[0].body["messages"]
+    assert first[0]["role"] == "system" and "Final Answer" in first[0]["content"]
+    assert "dummy" not in str(store.trajectory(row)["calls"][0]["params"])  # keys redacted
+
+
+def test_a_killed_run_resumes_without_redoing_finished_rollouts(workspace):
+    cmd = [
+        sys.executable,
+        "-m",
+        "harnessctl.cli",
+        "eval",
+        "dbbench-base",
+        "--rollouts",
+        "3",
+        "--workers",
+        "1",
+        "--json",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=workspace,
+        env=os.environ.copy(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    store = load_workspace(workspace).open_store()
+    deadline = time.time() + 120
+    while time.time() < deadline and len(store.rollouts()) < 3:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = {r.cache_key for r in store.rollouts()}
+    assert len(before) >= 3
+    result = evaluate(request(workspace, Policy("sim/dbbench"), rollouts=3, task_ids=None), store)
+    assert result.cached == len(before)
+    assert result.executed == 180 - len(before)
+    keys = [r.cache_key for r in store.rollouts()]
+    assert len(keys) == len(set(keys)) == 180
