@@ -48,6 +48,8 @@ class EvalRequest:
     max_calls: int = 40
     max_tokens: int = 60_000
     task_ids: list[str] | None = None
+    pairs: list[tuple[str, int]] | None = None
+    """Explicit (task id, seed) pairs; overrides task_ids x seeds (paired re-evaluation)."""
     retries: int = INFRA_RETRIES
     upstream_retries: int = 3
     upstream_backoff_s: float = 0.5
@@ -93,10 +95,15 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
         tasks = [t for t in tasks if t.id in wanted]
     runtime = runtime_version()
     harness = request.harness
+    if request.pairs is not None:
+        by_id = {t.id: t for t in tasks}
+        wanted = [(by_id[tid], seed) for tid, seed in request.pairs if tid in by_id]
+    else:
+        seeds = range(request.seed, request.seed + request.rollouts)
+        wanted = [(t, s) for t in tasks for s in seeds]
     jobs = [
         Pending(t, s, cache_key(harness.hash, t.content_hash, request.policy.id, s, runtime))
-        for t in tasks
-        for s in range(request.seed, request.seed + request.rollouts)
+        for t, s in wanted
     ]
     found = store.get_by_cache_keys([j.cache_key for j in jobs])
     pending = [j for j in jobs if j.cache_key not in found]

@@ -15,10 +15,58 @@ def ensure_repo(directory: Path, *, message: str) -> None:
         repo = git.Repo.init(directory)
     repo.git.add(A=True)
     if repo.is_dirty(index=True, untracked_files=False) or not repo.head.is_valid():
-        with repo.config_reader() as reader:
-            has_identity = reader.has_option("user", "name") and reader.has_option("user", "email")
-        if not has_identity:
-            with repo.config_writer() as writer:
-                writer.set_value("user", "name", "harnessctl")
-                writer.set_value("user", "email", "harnessctl@localhost")
+        _ensure_identity(repo)
         repo.index.commit(message)
+
+
+def _ensure_identity(repo) -> None:
+    """Commits need an author; fall back to a local harnessctl identity if none is set."""
+    import os
+
+    if os.environ.get("GIT_AUTHOR_NAME") and os.environ.get("GIT_COMMITTER_NAME"):
+        return
+    with repo.config_reader() as reader:
+        has_identity = reader.has_option("user", "name") and reader.has_option("user", "email")
+    if not has_identity:
+        with repo.config_writer() as writer:
+            writer.set_value("user", "name", "harnessctl")
+            writer.set_value("user", "email", "harnessctl@localhost")
+
+
+def require_repo(directory: Path) -> None:
+    """The workspace must be a git repository (``harnessctl init`` makes one)."""
+    import git
+
+    from .errors import HarnessctlError
+
+    try:
+        git.Repo(directory)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise HarnessctlError(
+            f"{directory} is not a git repository: run `harnessctl init {directory}` first"
+        ) from None
+
+
+def find_commit(directory: Path, needle: str) -> str | None:
+    """The newest commit whose message contains ``needle`` (e.g. an edit-id trailer)."""
+    import git
+
+    repo = git.Repo(directory)
+    if not repo.head.is_valid():
+        return None
+    for commit in repo.iter_commits(max_count=2000):
+        if needle in str(commit.message):
+            return commit.hexsha
+    return None
+
+
+def commit_directory(directory: Path, path: Path, message: str) -> str:
+    """Commit exactly ``path`` (a new harness directory) with ``message``."""
+    import git
+
+    repo = git.Repo(directory)
+    rel = path.resolve().relative_to(Path(repo.working_tree_dir).resolve()).as_posix()
+    _ensure_identity(repo)
+    repo.git.add("--", rel)
+    repo.git.commit("-m", message, "--", rel)
+    return repo.head.commit.hexsha

@@ -116,7 +116,10 @@ def init_workspace(directory: Path, *, examples: bool = True) -> Workspace:
             keep.touch()
     config = directory / WORKSPACE_FILE
     if not config.exists():
-        config.write_text(DEFAULT_CONFIG, encoding="utf-8")
+        text = DEFAULT_CONFIG
+        if examples:
+            text += "suite: examples/dbbench\n"
+        config.write_text(text, encoding="utf-8")
     ignore = directory / ".gitignore"
     lines = ignore.read_text(encoding="utf-8").splitlines() if ignore.exists() else []
     if f"{STATE_DIR}/" not in lines:

@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -55,6 +56,7 @@ class LocalSandbox:
         self.prefix: list[str] = []
         self.isolation: dict = {}
         self._harness_copies: dict[str, Path] = {}
+        self._copy_lock = threading.Lock()
 
     # --- lifecycle ---------------------------------------------------------------------
     def start(self, gateway_dir: Path | None = None) -> None:
@@ -96,15 +98,18 @@ class LocalSandbox:
     # --- one rollout -------------------------------------------------------------------
     def _harness_copy(self, job: Job) -> Path:
         assert self.root is not None, "start() the sandbox first"
-        cached = self._harness_copies.get(job.harness.hash)
-        if cached is None:
-            cached = self.root / "harnesses" / job.harness.hash[:16]
-            if not cached.exists():
-                shutil.copytree(
-                    job.harness.path, cached, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-                )
-                _read_only(cached)
-            self._harness_copies[job.harness.hash] = cached
+        with self._copy_lock:  # workers may start the same harness at once
+            cached = self._harness_copies.get(job.harness.hash)
+            if cached is None:
+                cached = self.root / "harnesses" / job.harness.hash[:16]
+                if not cached.exists():
+                    shutil.copytree(
+                        job.harness.path,
+                        cached,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+                    )
+                    _read_only(cached)
+                self._harness_copies[job.harness.hash] = cached
         return cached
 
     def run(self, job: Job) -> SandboxResult:

@@ -10,14 +10,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .models import AttemptRow, HarnessRow, ModelCallRow, RolloutRow, RunRow
+    from .models import AttemptRow, EditRow, HarnessRow, ModelCallRow, RolloutRow, RunRow
     from .store import Store
 
-__all__ = ["AttemptRow", "HarnessRow", "ModelCallRow", "RolloutRow", "RunRow", "Store"]
+__all__ = ["AttemptRow", "EditRow", "HarnessRow", "ModelCallRow", "RolloutRow", "RunRow", "Store"]
 
 _WHERE = {
     "Store": ".store",
     "AttemptRow": ".models",
+    "EditRow": ".models",
     "HarnessRow": ".models",
     "ModelCallRow": ".models",
     "RolloutRow": ".models",

@@ -127,10 +127,49 @@ class AttemptRow(SQLModel, table=True):
     created_at: float = Field(default_factory=time.time)
 
 
+class EditRow(SQLModel, table=True):
+    """One editor proposal and everything that happened to it (training data)."""
+
+    __tablename__ = "edit"
+
+    id: str = Field(default_factory=new_id, primary_key=True)
+    edit_key: str = Field(unique=True, index=True)
+    evolve_id: str = Field(index=True)
+    parent_hash: str = Field(index=True)
+    parent_name: str
+    direction: str
+    round: int
+    attempt: int
+    editor: str
+    prompt: str = Field(sa_type=Text)
+    response: str = Field(sa_type=Text)
+    patch: str = Field(default="", sa_type=Text)
+    diff: str = Field(default="", sa_type=Text)
+    status: str  # rejected | evaluated | accepted
+    reason: str | None = None  # rejection reason code, or why not accepted
+    detail: str | None = Field(default=None, sa_type=Text)
+    batch_size: int = 0
+    control_size: int = 0
+    rescues: int = 0
+    regressions: int = 0
+    reward: float = 0.0
+    p_value: float | None = None
+    accepted: bool = False
+    child_name: str | None = None
+    child_hash: str | None = None
+    git_commit: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    metrics_json: str = Field(default="{}", sa_type=Text)
+    created_at: float = Field(default_factory=time.time)
+
+
 TABLE_MODELS: tuple[type[SQLModel], ...] = (
     HarnessRow,
     RunRow,
     RolloutRow,
     ModelCallRow,
     AttemptRow,
+    EditRow,
 )

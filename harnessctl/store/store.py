@@ -27,6 +27,7 @@ from .migrate import migrate
 from .models import (
     RUN_STATUSES,
     AttemptRow,
+    EditRow,
     HarnessRow,
     ModelCallRow,
     RolloutRow,
@@ -295,3 +296,37 @@ class Store:
         query = query.order_by(col(RolloutRow.created_at), col(RolloutRow.id))
         with self._session() as session:
             return list(session.exec(query))
+
+    # --- edits ---
+
+    def edit_by_key(self, edit_key: str) -> EditRow | None:
+        """The edit recorded under this deterministic key, if any (resume)."""
+        with self._session() as session:
+            return session.exec(select(EditRow).where(EditRow.edit_key == edit_key)).first()
+
+    def record_edit(self, row: EditRow) -> EditRow:
+        """Insert or replace the edit with ``row.edit_key`` (its status moves forward)."""
+        with self._session(write=True) as session:
+            existing = session.exec(select(EditRow).where(EditRow.edit_key == row.edit_key)).first()
+            if existing is not None:
+                row.id = existing.id
+                session.merge(row)
+            else:
+                session.add(row)
+            session.commit()
+        return row
+
+    def edits(
+        self, *, evolve_id: str | None = None, direction: str | None = None,
+        parent_hash: str | None = None,
+    ) -> list[EditRow]:
+        """Recorded edits, oldest first, optionally filtered."""
+        query = select(EditRow)
+        if evolve_id is not None:
+            query = query.where(EditRow.evolve_id == evolve_id)
+        if direction is not None:
+            query = query.where(EditRow.direction == direction)
+        if parent_hash is not None:
+            query = query.where(EditRow.parent_hash == parent_hash)
+        with self._session() as session:
+            return list(session.exec(query.order_by(col(EditRow.created_at), col(EditRow.id))))

@@ -1,0 +1,1 @@
+"""Directional harness evolution: directions, editors, validated patches, same-batch rewards."""

@@ -1,0 +1,85 @@
+"""Repair directions: what an editor may change, why, and how much.
+
+Directions are YAML files. The shipped catalogue for the DBBench harness family lives in
+``harnessctl/directions/dbbench/``; a workspace adds or overrides directions in its own
+``directions/`` folder (same file format, same names win).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..errors import ConfigError
+from ..harness import format_validation_error, read_yaml
+from ..outcomes import ALL_OUTCOMES
+
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "directions"
+
+
+class Direction(BaseModel):
+    """One repair direction."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """Short kebab-case name, used in variant names and commit trailers."""
+    title: str = ""
+    """One line for tables and reports."""
+    brief: str
+    """The repair brief an editor receives."""
+    targets: list[str]
+    """Outcomes this direction is meant to turn into successes."""
+    files: list[str] = Field(default_factory=lambda: ["harness.py"])
+    """Glob patterns (relative to the harness directory) an edit may touch."""
+    hooks: list[str] = Field(default_factory=list)
+    """Lifecycle hooks the edit should change (advice for the editor, shown in its prompt)."""
+    max_changed_lines: int = 80
+    """Edit budget: added plus removed lines over all files."""
+
+    @field_validator("targets")
+    @classmethod
+    def _targets(cls, value: list[str]) -> list[str]:
+        unknown = [v for v in value if v not in ALL_OUTCOMES]
+        if unknown:
+            raise ValueError(f"unknown outcome(s) {unknown}; known: {list(ALL_OUTCOMES)}")
+        return value
+
+    def allows(self, relpath: str) -> bool:
+        return any(fnmatch.fnmatchcase(relpath, pattern) for pattern in self.files)
+
+
+def load_direction(path: Path) -> Direction:
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "expected a mapping at the top level")
+    try:
+        return Direction.model_validate(data)
+    except ValidationError as exc:
+        raise format_validation_error(str(path), exc) from None
+
+
+def catalogue(family: str = "dbbench", workspace: Path | None = None) -> dict[str, Direction]:
+    """Shipped directions for ``family``, overridden/extended by ``<workspace>/directions``."""
+    found: dict[str, Direction] = {}
+    dirs = [BUILTIN_DIR / family]
+    if workspace is not None:
+        dirs.append(workspace / "directions")
+    for folder in dirs:
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.yaml")):
+                direction = load_direction(path)
+                found[direction.name] = direction
+    return found
+
+
+def select(names: list[str] | None, available: dict[str, Direction]) -> list[Direction]:
+    if not names:
+        return list(available.values())
+    missing = [n for n in names if n not in available]
+    if missing:
+        raise ConfigError("--directions", f"unknown direction(s) {missing}; "
+                          f"known: {sorted(available)}")
+    return [available[n] for n in names]

@@ -1,0 +1,195 @@
+"""Editors turn (direction, harness files, failure digests) into a SEARCH/REPLACE patch.
+
+Two editors share one interface and one downstream path (parse, apply, validate, reward):
+
+- ``LLMEditor``: any litellm model string; on a validation failure it gets the error back
+  and may retry (the engine bounds the retries).
+- ``RuleEditor`` (``--editor rules``, the offline default): a catalogue of real code
+  repairs for the DBBench base harness, chosen by matching their signals against the
+  failure digests. It is rule-based, not a model, and says so in every response.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import ConfigError
+from ..harness import format_validation_error, read_yaml
+from .digest import Digest
+from .directions import BUILTIN_DIR, Direction
+
+SYSTEM = """You are a harness engineer. A harness is the code and prompts around an LLM agent: \
+it builds the context, parses and validates actions, mediates tools and recovers from errors. \
+You improve one harness along ONE repair direction, using failure trajectories as evidence.
+
+Answer with one or more SEARCH/REPLACE blocks and nothing else that looks like one:
+
+path/relative/to/harness.py
+<<<<<<< SEARCH
+exact lines from the current file (must match exactly once)
+=======
+the replacement lines
+>>>>>>> REPLACE
+
+Rules: edit only the files listed as editable; keep the change small (the edit budget is in \
+changed lines); the harness runs with the Python standard library and `harnessctl_runtime` only; \
+never hard-code answers for particular tasks."""
+
+
+@dataclass
+class EditContext:
+    direction: Direction
+    files: dict[str, str]
+    digests: list[Digest]
+    tried: list[str] = field(default_factory=list)  # responses already proposed for this parent
+    history: list[dict] = field(default_factory=list)  # prior messages in this round (retries)
+
+
+@dataclass
+class Proposal:
+    editor: str
+    prompt: str
+    response: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class Editor(Protocol):
+    name: str
+
+    def propose(self, ctx: EditContext, feedback: str | None) -> Proposal | None: ...
+
+
+def render_prompt(ctx: EditContext) -> str:
+    d = ctx.direction
+    parts = [
+        f"## Direction: {d.name} — {d.title}",
+        d.brief,
+        f"Outcomes to fix: {', '.join(d.targets)}. Hooks to change: {', '.join(d.hooks) or 'any'}.",
+        f"Editable files (globs): {', '.join(d.files)}. Edit budget: {d.max_changed_lines} "
+        "changed lines.",
+        "## Current files",
+    ]
+    for rel, text in sorted(ctx.files.items()):
+        parts.append(f"{rel}\n```\n{text}```")
+    parts.append(f"## Failure trajectories ({len(ctx.digests)})")
+    parts.extend(dg.render() for dg in ctx.digests)
+    return "\n\n".join(parts)
+
+
+class LLMEditor:
+    """Asks a model (any litellm model string) for SEARCH/REPLACE blocks."""
+
+    def __init__(self, model: str, params: dict | None = None, timeout_s: float = 120.0) -> None:
+        self.model = model
+        self.params = dict(params or {})
+        self.timeout_s = timeout_s
+        self.name = f"llm:{model}"
+
+    def propose(self, ctx: EditContext, feedback: str | None) -> Proposal | None:
+        from ..gateway.llm import complete
+
+        if not ctx.history:
+            ctx.history = [{"role": "system", "content": SYSTEM},
+                           {"role": "user", "content": render_prompt(ctx)}]
+        if feedback is not None:
+            ctx.history.append({"role": "user", "content":
+                                f"Your patch was rejected: {feedback}\nSend a corrected patch."})
+        result = complete(self.model, list(ctx.history), self.params, timeout_s=self.timeout_s,
+                          retries=2, backoff_s=0.5)
+        ctx.history.append({"role": "assistant", "content": result.content})
+        prompt = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in ctx.history[:-1])
+        return Proposal(self.name, prompt, result.content, result.prompt_tokens,
+                        result.completion_tokens, result.cost_usd)
+
+
+class Repair(BaseModel):
+    """One catalogue repair (``harnessctl/directions/<family>/repairs/*.yaml``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    direction: str
+    description: str
+    signals: list[str] = []
+    requires: list[str] = []
+    patch: str
+
+
+def load_repairs(family: str = "dbbench", workspace: Path | None = None) -> list[Repair]:
+    folders = [BUILTIN_DIR / family / "repairs"]
+    if workspace is not None:
+        folders.append(workspace / "directions" / "repairs")
+    repairs: list[Repair] = []
+    for folder in folders:
+        for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+            data = read_yaml(path)
+            if not isinstance(data, dict):
+                raise ConfigError(str(path), "expected a mapping at the top level")
+            try:
+                repairs.append(Repair.model_validate(data))
+            except ValidationError as exc:
+                raise format_validation_error(str(path), exc) from None
+    return repairs
+
+
+RULE_HEADER = "rule-based editor (offline, not an LLM): repair "
+
+
+class RuleEditor:
+    """Chooses a catalogue repair for the direction whose signals best match the digests."""
+
+    name = "rules"
+
+    def __init__(self, repairs: list[Repair]) -> None:
+        self.repairs = repairs
+
+    def propose(self, ctx: EditContext, feedback: str | None) -> Proposal | None:
+        tried = {r[len(RULE_HEADER):].split(":", 1)[0] for r in ctx.tried
+                 if r.startswith(RULE_HEADER)}
+        text = "\n".join(dg.text() for dg in ctx.digests)
+        candidates = []
+        for order, repair in enumerate(self.repairs):
+            if repair.direction != ctx.direction.name or repair.id in tried:
+                continue
+            score = sum(1 for s in repair.signals if s.lower() in text)
+            if repair.signals and score == 0:
+                continue
+            if not _applies(repair, ctx.files):
+                continue
+            candidates.append((-score, order, repair))
+        if not candidates:
+            return None
+        repair = sorted(candidates, key=lambda c: (c[0], c[1]))[0][2]
+        response = f"{RULE_HEADER}{repair.id}: {repair.description}\n\n{repair.patch}"
+        ctx.tried.append(response)
+        return Proposal(self.name, render_prompt(ctx), response)
+
+
+def _applies(repair: Repair, files: dict[str, str]) -> bool:
+    from .patch import PatchError, parse_patch
+
+    try:
+        blocks = parse_patch(repair.patch)
+    except PatchError:
+        return False
+    for block in blocks:
+        current = files.get(block.path)
+        if block.search.strip() == "":
+            if current is not None:
+                return False
+        elif current is None or current.count(block.search) != 1:
+            return False
+    return True
+
+
+def make_editor(spec: str, *, workspace: Path | None = None, family: str = "dbbench",
+                params: dict | None = None) -> Editor:
+    if spec == "rules":
+        return RuleEditor(load_repairs(family, workspace))
+    return LLMEditor(spec, params)

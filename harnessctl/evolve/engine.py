@@ -1,0 +1,277 @@
+"""The evolve loop: per direction, a chain of rounds; each round edits the best accepted
+variant of that direction, validates the patch, judges the child by a same-batch paired
+re-run, and commits accepted children as new directories under ``harnesses/``.
+
+Resumable by construction: rollouts are cached by key, edits are recorded under a
+deterministic key (evolve id, parent hash, direction, round, attempt) and reused on a rerun,
+and a commit is found again by its ``Harness-Edit-Id`` trailer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..evaluate import EvalRequest, evaluate
+from ..harness import HarnessSpec, load_harness
+from .digest import digest
+from .directions import Direction
+from .editors import EditContext, Editor
+from .reward import judge
+from .validate import Rejected, build_child, scope_files
+
+Log = Callable[[str, str], None]  # (direction, message)
+
+
+@dataclass
+class EvolveRequest:
+    base: HarnessSpec
+    eval: EvalRequest  # suite, split, policy, rollouts, workers, sandbox, limits
+    directions: list[Direction]
+    editor: Editor
+    rounds: int = 2
+    batch_size: int = 12
+    control_size: int = 12
+    alpha: float = 0.1
+    min_net: int = 1
+    editor_retries: int = 2
+    max_edits: int | None = None
+    max_editor_cost: float | None = None
+
+
+@dataclass
+class Variant:
+    name: str
+    direction: str
+    hash: str
+    parent: str
+    edit_id: str
+    round: int
+    commit: str | None
+    rescues: int = 0
+    regressions: int = 0
+    success_rate: float = 0.0
+    cost_usd: float = 0.0
+    rescued_pairs: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass
+class EvolveResult:
+    evolve_id: str
+    base_success: float
+    variants: list[Variant]  # every accepted child, in order
+    best: dict[str, Variant]  # direction -> last accepted variant
+    edits: list  # EditRow
+    union_rescues: int = 0
+    stopped: str | None = None
+
+
+def evolve_id(req: EvolveRequest) -> str:
+    blob = json.dumps([req.base.hash, req.eval.suite.id, req.eval.split, req.eval.policy.id,
+                       req.editor.name, req.eval.rollouts, req.eval.seed, req.batch_size,
+                       req.control_size])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class Engine:
+    def __init__(self, req: EvolveRequest, workspace, store, log: Log | None = None,
+                 progress=None) -> None:
+        self.req, self.ws, self.store = req, workspace, store
+        self.log = log or (lambda d, m: None)
+        self.progress = progress
+        self.id = evolve_id(req)
+        self.tmp = Path(tempfile.mkdtemp(prefix="hxevolve-"))
+
+    # --- evaluation helpers ------------------------------------------------------------
+    def _eval(self, harness: HarnessSpec, pairs=None):
+        request = replace(self.req.eval, harness=harness, pairs=pairs, command="evolve")
+        return evaluate(request, self.store, progress=self.progress)
+
+    def _budget_left(self) -> str | None:
+        edits = self.store.edits(evolve_id=self.id)
+        if self.req.max_edits is not None and len(edits) >= self.req.max_edits:
+            return f"max edits ({self.req.max_edits}) reached"
+        cost = sum(e.cost_usd for e in edits)
+        if self.req.max_editor_cost is not None and cost >= self.req.max_editor_cost:
+            return f"max editor cost (${self.req.max_editor_cost}) reached"
+        return None
+
+    # --- the loop ------------------------------------------------------------------------
+    def run(self) -> EvolveResult:
+        from ..vcs import require_repo
+
+        require_repo(self.ws.root)
+        try:
+            base_rows = self._eval(self.req.base).rows
+            base_rate = sum(r.success for r in base_rows) / max(1, len(base_rows))
+            variants: list[Variant] = []
+            best: dict[str, Variant] = {}
+            stopped = None
+            for direction in self.req.directions:
+                stopped = self._chain(direction, base_rows, variants, best) or stopped
+            self._final_profiles(base_rows, best)
+            union = {p for v in best.values() for p in v.rescued_pairs}
+            return EvolveResult(self.id, base_rate, variants, best,
+                                self.store.edits(evolve_id=self.id), len(union), stopped)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _chain(self, direction: Direction, base_rows, variants, best) -> str | None:
+        parent, parent_rows = self.req.base, base_rows
+        for rnd in range(1, self.req.rounds + 1):
+            reason = self._budget_left()
+            if reason:
+                self.log(direction.name, f"stopping: {reason}")
+                return reason
+            batch, control = self._select(direction, parent_rows)
+            if not batch:
+                self.log(direction.name, f"round {rnd}: no failures with targeted outcomes")
+                return None
+            child = self._round(direction, rnd, parent, parent_rows, batch, control)
+            if child is None:
+                continue
+            variant, spec = child
+            variants.append(variant)
+            best[direction.name] = variant
+            parent, parent_rows = spec, self._eval(spec).rows
+        return None
+
+    def _select(self, direction: Direction, rows):
+        def order(r):
+            return hashlib.sha256(f"{self.id}:{r.task_id}:{r.seed}".encode()).hexdigest()
+
+        failures = sorted((r for r in rows if not r.success and r.outcome in direction.targets),
+                          key=order)
+        successes = sorted((r for r in rows if r.success), key=order)
+        return failures[: self.req.batch_size], successes[: self.req.control_size]
+
+    def _round(self, direction, rnd, parent, parent_rows, batch, control):
+        from ..store import EditRow
+
+        digests = [digest(r, self.store.trajectory(r)) for r in batch]
+        ctx = EditContext(direction=direction, files=scope_files(parent, direction),
+                          digests=digests,
+                          tried=[e.response for e in self.store.edits(parent_hash=parent.hash)
+                                 if e.direction == direction.name])
+        feedback = None
+        for attempt in range(self.req.editor_retries + 1):
+            key = hashlib.sha256(
+                f"{self.id}:{parent.hash}:{direction.name}:{rnd}:{attempt}".encode()
+            ).hexdigest()
+            edit_id = key[:16]
+            name = f"{self.req.base.name}.{direction.name}.r{rnd}"
+            done = self.store.edit_by_key(key)
+            if done is not None and done.status == "rejected":
+                feedback = f"{done.reason}: {done.detail}"
+                ctx.tried.append(done.response)
+                continue
+            if done is not None:
+                proposal_response, editor_name = done.response, done.editor
+                prompt, usage = done.prompt, (done.prompt_tokens, done.completion_tokens,
+                                              done.cost_usd)
+            else:
+                proposal = self.req.editor.propose(ctx, feedback)
+                if proposal is None:
+                    self.log(direction.name, f"round {rnd}: the editor has nothing to propose")
+                    return None
+                proposal_response, editor_name, prompt = (proposal.response, proposal.editor,
+                                                          proposal.prompt)
+                usage = (proposal.prompt_tokens, proposal.completion_tokens, proposal.cost_usd)
+            row = EditRow(
+                id=edit_id, edit_key=key, evolve_id=self.id, parent_hash=parent.hash,
+                parent_name=parent.name, direction=direction.name, round=rnd, attempt=attempt,
+                editor=editor_name, prompt=prompt, response=proposal_response, status="rejected",
+                batch_size=len(batch), control_size=len(control), prompt_tokens=usage[0],
+                completion_tokens=usage[1], cost_usd=usage[2], created_at=time.time(),
+            )
+            staging = self.tmp / name
+            update = {"name": name, "parent": parent.name, "parent_hash": parent.hash,
+                      "direction": direction.name, "edit_id": edit_id,
+                      "description": f"{self.req.base.manifest.description.strip()} "
+                                     f"Edited along {direction.name} (round {rnd})."}
+            try:
+                spec, row.patch, row.diff = build_child(parent, direction, proposal_response,
+                                                        staging, update)
+                smoke = self._eval(spec, pairs=[(batch[0].task_id, batch[0].seed)]).rows
+                if not smoke or smoke[0].outcome in ("harness_error", "timeout"):
+                    detail = smoke[0].error if smoke else "no smoke result"
+                    raise Rejected("smoke_failed", f"{smoke[0].outcome if smoke else '?'}: "
+                                   f"{detail}")
+            except Rejected as exc:
+                row.reason, row.detail = exc.reason, exc.detail
+                self.store.record_edit(row)
+                self.log(direction.name, f"round {rnd}: rejected ({exc.reason}) {exc.detail}")
+                feedback = f"{exc.reason}: {exc.detail}"
+                ctx.tried.append(proposal_response)
+                continue
+            return self._judge(direction, rnd, row, spec, staging, batch, control)
+        return None
+
+    def _judge(self, direction, rnd, row, spec, staging, batch, control):
+        pairs = [(r.task_id, r.seed) for r in batch + control]
+        child_rows = {(r.task_id, r.seed): r for r in self._eval(spec, pairs=pairs).rows}
+        rescues = sum(1 for r in batch if child_rows.get((r.task_id, r.seed)) is not None
+                      and child_rows[(r.task_id, r.seed)].success)
+        regressions = sum(1 for r in control if child_rows.get((r.task_id, r.seed)) is None
+                          or not child_rows[(r.task_id, r.seed)].success)
+        verdict = judge(rescues, regressions, len(batch), len(control), alpha=self.req.alpha,
+                        min_net=self.req.min_net)
+        row.status = "evaluated"
+        row.rescues, row.regressions = rescues, regressions
+        row.reward, row.p_value, row.reason = verdict.reward, verdict.p_value, verdict.reason
+        row.child_hash = spec.hash
+        row.metrics_json = json.dumps({"eval_prompt_tokens": sum(
+            r.prompt_tokens for r in child_rows.values())})
+        self.store.record_edit(row)
+        self.log(direction.name, f"round {rnd}: {verdict.reason} -> "
+                 f"{'accepted' if verdict.accepted else 'not accepted'}")
+        if not verdict.accepted:
+            return None
+        commit = self._commit(spec, staging, row, verdict)
+        row.status, row.accepted, row.child_name, row.git_commit = (
+            "accepted", True, spec.name, commit)
+        self.store.record_edit(row)
+        final = load_harness(self.ws.harnesses_dir / spec.name)
+        variant = Variant(name=spec.name, direction=direction.name, hash=final.hash,
+                          parent=row.parent_name, edit_id=row.id, round=rnd, commit=commit,
+                          cost_usd=row.cost_usd)
+        return variant, final
+
+    def _commit(self, spec: HarnessSpec, staging: Path, row, verdict) -> str:
+        from ..vcs import commit_directory, find_commit
+
+        existing = find_commit(self.ws.root, f"Harness-Edit-Id: {row.id}")
+        target = self.ws.harnesses_dir / spec.name
+        if existing is not None:
+            return existing
+        if target.exists():  # left behind by a crash between copy and commit
+            shutil.rmtree(target)
+        shutil.copytree(staging, target)
+        message = (
+            f"evolve: {spec.name} ({row.direction}, round {row.round})\n\n"
+            f"Same-batch reward {verdict.reward:+.3f}: rescued {verdict.rescues}/{verdict.batch} "
+            f"failures, regressed {verdict.regressions}/{verdict.control} successes "
+            f"(sign test p={verdict.p_value:.4f}). Editor: {row.editor}.\n\n"
+            f"Harness-Parent: {row.parent_name} {row.parent_hash[:12]}\n"
+            f"Harness-Direction: {row.direction}\n"
+            f"Harness-Edit-Id: {row.id}\n"
+            f"Harness-Hash: {spec.hash}\n"
+        )
+        return commit_directory(self.ws.root, target, message)
+
+    def _final_profiles(self, base_rows, best: dict[str, Variant]) -> None:
+        base = {(r.task_id, r.seed): r.success for r in base_rows}
+        for variant in best.values():
+            spec = load_harness(self.ws.harnesses_dir / variant.name)
+            rows = self._eval(spec).rows
+            mine = {(r.task_id, r.seed): r.success for r in rows}
+            variant.rescued_pairs = sorted(p for p, ok in mine.items() if ok and not base.get(p))
+            variant.rescues = len(variant.rescued_pairs)
+            variant.regressions = sum(1 for p, ok in mine.items() if not ok and base.get(p))
+            variant.success_rate = sum(mine.values()) / max(1, len(mine))

@@ -1,0 +1,96 @@
+"""The LLM editor through litellm against a local OpenAI-compatible server with scripted
+replies: a good patch is applied and judged; bad patches are rejected with the right reason."""
+
+import git
+import pytest
+
+from harnessctl.evaluate import EvalRequest
+from harnessctl.evolve.directions import catalogue
+from harnessctl.evolve.editors import LLMEditor
+from harnessctl.evolve.engine import Engine, EvolveRequest
+from harnessctl.harness import load_harness
+from harnessctl.policy import Policy
+from harnessctl.sandbox import Limits
+from harnessctl.suite import load_suite
+from harnessctl.vcs import ensure_repo
+from harnessctl.workspace import load_workspace
+from tests.openai_stub import OpenAIStub, Reply
+
+ANCHOR = "        return messages + self.history(state)\n"
+
+
+def block(path, search, replace):
+    return f"{path}\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n"
+
+
+GOOD = block("harness.py", ANCHOR,
+             "        messages = messages + self.history(state)\n"
+             "        if state.rounds_left <= 1 and len(messages) > 2:\n"
+             "            note = '\\n\\nThis is your last round: answer now with Final Answer.'\n"
+             "            messages[-1] = {**messages[-1], 'content': messages[-1]['content'] + note}\n"
+             "        return messages\n")
+NOT_APPLYING = block("harness.py", "        return something_else()\n", "        return 1\n")
+OUT_OF_SCOPE = block("harness.yaml", "name: dbbench-base\n", "name: hacked\n")
+SYNTAX = block("harness.py", ANCHOR, "        return messages +\n")
+CRASH = block("harness.py", ANCHOR, "        raise RuntimeError('editor broke it')\n")
+
+
+@pytest.fixture
+def engine_for(workspace):
+    (workspace / ".gitignore").write_text(".harnessctl/\n")
+    ensure_repo(workspace, message="workspace")
+    ws = load_workspace(workspace)
+
+    def make(stub, rounds=1, retries=4):
+        base = load_harness(ws.harnesses_dir / "dbbench-base")
+        request = EvolveRequest(
+            base=base,
+            eval=EvalRequest(harness=base, suite=load_suite(ws.root / "examples" / "dbbench"),
+                             split="test", policy=Policy("sim/dbbench"), rollouts=1,
+                             workers=2, limits=Limits(timeout_s=20)),
+            directions=[catalogue()["termination"]],
+            editor=LLMEditor("openai/editor-model", {"api_base": stub.url, "api_key": "x"}),
+            rounds=rounds, batch_size=4, control_size=4, alpha=1.0, min_net=0,
+            editor_retries=retries,
+        )
+        return Engine(request, ws, ws.open_store())
+
+    return make
+
+
+def test_bad_patches_are_rejected_with_reasons_then_a_good_one_is_judged(engine_for, workspace):
+    with OpenAIStub() as stub:
+        stub.push(*(Reply(text) for text in
+                    ["no patch here", NOT_APPLYING, OUT_OF_SCOPE, SYNTAX, CRASH, GOOD]))
+        result = engine_for(stub, retries=5).run()
+        requests = stub.chat_requests
+    reasons = [(e.attempt, e.status, e.reason) for e in result.edits]
+    assert [r[2] for r in reasons[:5]] == ["no_blocks", "does_not_apply", "out_of_scope",
+                                           "syntax_error", "smoke_failed"]
+    assert reasons[5][1] in ("accepted", "evaluated")
+    assert "editor broke it" in result.edits[4].detail
+    # each retry carried the rejection back to the model
+    assert "Your patch was rejected: no_blocks" in requests[1].body["messages"][-1]["content"]
+    assert "does_not_apply" in requests[2].body["messages"][-1]["content"]
+    first_prompt = requests[0].body["messages"][1]["content"]
+    assert "Direction: termination" in first_prompt and "harness.py" in first_prompt
+    assert "### task" in first_prompt  # failure digests are in the prompt
+    good = result.edits[5]
+    assert good.batch_size > 0 and good.patch.startswith("harness.py")
+    if good.accepted:
+        repo = git.Repo(workspace)
+        assert f"Harness-Edit-Id: {good.id}" in repo.head.commit.message
+        child = load_harness(workspace / "harnesses" / good.child_name)
+        assert child.manifest.parent == "dbbench-base"
+        assert child.manifest.direction == "termination"
+        assert not repo.is_dirty(untracked_files=True)
+
+
+def test_rerun_reuses_recorded_edits_without_calling_the_editor(engine_for):
+    with OpenAIStub() as stub:
+        stub.push(Reply(NOT_APPLYING), Reply(GOOD))
+        first = engine_for(stub, retries=1).run()
+        calls = len(stub.chat_requests)
+        second = engine_for(stub, retries=1).run()
+        assert len(stub.chat_requests) == calls  # nothing asked again
+    assert [e.id for e in first.edits] == [e.id for e in second.edits]
