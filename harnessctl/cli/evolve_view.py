@@ -11,7 +11,8 @@ def render_evolve(console: Console, base, result) -> None:
     table = Table(title=f"evolve {result.evolve_id} from {base.name} "
                         f"(base success {pct(result.base_success)})", show_edge=False)
     for col in ("variant", "direction", "rescued", "regressed", "success", "editor cost"):
-        table.add_column(col, justify="left" if col in ("variant", "direction") else "right")
+        left = col in ("variant", "direction")
+        table.add_column(col, justify="left" if left else "right", overflow="fold")
     for v in result.best.values():
         table.add_row(v.name, v.direction, str(v.rescues), str(v.regressions),
                       pct(v.success_rate), f"${v.cost_usd:.4f}")
