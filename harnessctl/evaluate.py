@@ -97,13 +97,13 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
     harness = request.harness
     if request.pairs is not None:
         by_id = {t.id: t for t in tasks}
-        wanted = [(by_id[tid], seed) for tid, seed in request.pairs if tid in by_id]
+        chosen = [(by_id[tid], seed) for tid, seed in request.pairs if tid in by_id]
     else:
         seeds = range(request.seed, request.seed + request.rollouts)
-        wanted = [(t, s) for t in tasks for s in seeds]
+        chosen = [(t, s) for t in tasks for s in seeds]
     jobs = [
         Pending(t, s, cache_key(harness.hash, t.content_hash, request.policy.id, s, runtime))
-        for t, s in wanted
+        for t, s in chosen
     ]
     found = store.get_by_cache_keys([j.cache_key for j in jobs])
     pending = [j for j in jobs if j.cache_key not in found]

@@ -65,7 +65,7 @@ def commit_directory(directory: Path, path: Path, message: str) -> str:
     import git
 
     repo = git.Repo(directory)
-    rel = path.resolve().relative_to(Path(repo.working_tree_dir).resolve()).as_posix()
+    rel = path.resolve().relative_to(Path(str(repo.working_tree_dir)).resolve()).as_posix()
     _ensure_identity(repo)
     repo.git.add("--", rel)
     repo.git.commit("-m", message, "--", rel)

@@ -14,8 +14,19 @@ import pytest
 
 from harnessctl.workspace import init_workspace, load_workspace
 
-ARGS = ["evolve", "dbbench-base", "--split", "train", "--rounds", "2", "--rollouts", "2",
-        "--workers", "2", "--json"]
+ARGS = [
+    "evolve",
+    "dbbench-base",
+    "--split",
+    "train",
+    "--rounds",
+    "2",
+    "--rollouts",
+    "2",
+    "--workers",
+    "2",
+    "--json",
+]
 
 
 def make_ws(path):
@@ -25,10 +36,16 @@ def make_ws(path):
 
 def run_evolve(ws, *extra):
     env = {**os.environ, "HARNESSCTL_WORKSPACE": str(ws)}
-    proc = subprocess.run([sys.executable, "-m", "harnessctl.cli", *ARGS, *extra], cwd=ws,
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harnessctl.cli", *ARGS, *extra],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout[proc.stdout.index("{"):])
+    return json.loads(proc.stdout[proc.stdout.index("{") :])
 
 
 def state(ws):
@@ -70,8 +87,13 @@ def test_kill_9_then_rerun_matches_an_uninterrupted_run(reference, tmp_path):
     ref_ws, ref_result = reference
     ws = make_ws(tmp_path / "ws")
     env = {**os.environ, "HARNESSCTL_WORKSPACE": str(ws)}
-    proc = subprocess.Popen([sys.executable, "-m", "harnessctl.cli", *ARGS], cwd=ws, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harnessctl.cli", *ARGS],
+        cwd=ws,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     store = load_workspace(ws).open_store()
     deadline = time.time() + 300
     while time.time() < deadline and len(store.edits()) < 3:  # killed mid-evolve

@@ -23,12 +23,16 @@ def block(path, search, replace):
     return f"{path}\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n"
 
 
-GOOD = block("harness.py", ANCHOR,
-             "        messages = messages + self.history(state)\n"
-             "        if state.rounds_left <= 1 and len(messages) > 2:\n"
-             "            note = '\\n\\nThis is your last round: answer now with Final Answer.'\n"
-             "            messages[-1] = {**messages[-1], 'content': messages[-1]['content'] + note}\n"
-             "        return messages\n")
+GOOD = block(
+    "harness.py",
+    ANCHOR,
+    "        messages = messages + self.history(state)\n"
+    "        if state.rounds_left <= 1 and len(messages) > 2:\n"
+    "            note = '\\n\\nThis is your last round: answer now with Final Answer.'\n"
+    "            last = messages[-1]\n"
+    "            messages[-1] = {**last, 'content': last['content'] + note}\n"
+    "        return messages\n",
+)
 NOT_APPLYING = block("harness.py", "        return something_else()\n", "        return 1\n")
 OUT_OF_SCOPE = block("harness.yaml", "name: dbbench-base\n", "name: hacked\n")
 SYNTAX = block("harness.py", ANCHOR, "        return messages +\n")
@@ -45,12 +49,22 @@ def engine_for(workspace):
         base = load_harness(ws.harnesses_dir / "dbbench-base")
         request = EvolveRequest(
             base=base,
-            eval=EvalRequest(harness=base, suite=load_suite(ws.root / "examples" / "dbbench"),
-                             split="test", policy=Policy("sim/dbbench"), rollouts=1,
-                             workers=2, limits=Limits(timeout_s=20)),
+            eval=EvalRequest(
+                harness=base,
+                suite=load_suite(ws.root / "examples" / "dbbench"),
+                split="test",
+                policy=Policy("sim/dbbench"),
+                rollouts=1,
+                workers=2,
+                limits=Limits(timeout_s=20),
+            ),
             directions=[catalogue()["termination"]],
             editor=LLMEditor("openai/editor-model", {"api_base": stub.url, "api_key": "x"}),
-            rounds=rounds, batch_size=4, control_size=4, alpha=1.0, min_net=0,
+            rounds=rounds,
+            batch_size=4,
+            control_size=4,
+            alpha=1.0,
+            min_net=0,
             editor_retries=retries,
         )
         return Engine(request, ws, ws.open_store())
@@ -60,13 +74,22 @@ def engine_for(workspace):
 
 def test_bad_patches_are_rejected_with_reasons_then_a_good_one_is_judged(engine_for, workspace):
     with OpenAIStub() as stub:
-        stub.push(*(Reply(text) for text in
-                    ["no patch here", NOT_APPLYING, OUT_OF_SCOPE, SYNTAX, CRASH, GOOD]))
+        stub.push(
+            *(
+                Reply(text)
+                for text in ["no patch here", NOT_APPLYING, OUT_OF_SCOPE, SYNTAX, CRASH, GOOD]
+            )
+        )
         result = engine_for(stub, retries=5).run()
         requests = stub.chat_requests
     reasons = [(e.attempt, e.status, e.reason) for e in result.edits]
-    assert [r[2] for r in reasons[:5]] == ["no_blocks", "does_not_apply", "out_of_scope",
-                                           "syntax_error", "smoke_failed"]
+    assert [r[2] for r in reasons[:5]] == [
+        "no_blocks",
+        "does_not_apply",
+        "out_of_scope",
+        "syntax_error",
+        "smoke_failed",
+    ]
     assert reasons[5][1] in ("accepted", "evaluated")
     assert "editor broke it" in result.edits[4].detail
     # each retry carried the rejection back to the model

@@ -69,20 +69,37 @@ def evolve_command(
     if suite_path is None:
         raise typer.BadParameter("pass --suite (or set suite: in harnessctl.yaml)")
     loaded = load_suite(Path(suite_path) if Path(suite_path).exists() else ws.root / suite_path)
-    chosen = select(directions.split(",") if directions else None,
-                    catalogue(spec.manifest.env, ws.root))
+    chosen = select(
+        directions.split(",") if directions else None, catalogue(spec.manifest.env, ws.root)
+    )
     eval_request = EvalRequest(
-        harness=spec, suite=loaded, split=split,
+        harness=spec,
+        suite=loaded,
+        split=split,
         policy=Policy(policy or ws.config.policy, parse_params(param or [])),
-        rollouts=rollouts, workers=workers or ws.config.workers,
-        sandbox=sandbox or ws.config.sandbox, limits=Limits(timeout_s=timeout),
+        rollouts=rollouts,
+        workers=workers or ws.config.workers,
+        sandbox=sandbox or ws.config.sandbox,
+        limits=Limits(timeout_s=timeout),
     )
     request = EvolveRequest(
-        base=spec, eval=eval_request, directions=chosen,
-        editor=make_editor(editor, workspace=ws.root, family=spec.manifest.env,
-                           params=parse_params(editor_param or [])),
-        rounds=rounds, batch_size=batch, control_size=control, alpha=alpha, min_net=min_net,
-        editor_retries=editor_retries, max_edits=max_edits, max_editor_cost=max_editor_cost,
+        base=spec,
+        eval=eval_request,
+        directions=chosen,
+        editor=make_editor(
+            editor,
+            workspace=ws.root,
+            family=spec.manifest.env,
+            params=parse_params(editor_param or []),
+        ),
+        rounds=rounds,
+        batch_size=batch,
+        control_size=control,
+        alpha=alpha,
+        min_net=min_net,
+        editor_retries=editor_retries,
+        max_edits=max_edits,
+        max_editor_cost=max_editor_cost,
     )
 
     def log(direction: str, message: str) -> None:
@@ -91,17 +108,42 @@ def evolve_command(
 
     result = Engine(request, ws, ws.open_store(store), log=log).run()
     if as_json:
-        console().print_json(json.dumps({
-            "evolve_id": result.evolve_id, "base_success": result.base_success,
-            "union_rescues": result.union_rescues, "stopped": result.stopped,
-            "variants": [{k: v for k, v in vars(x).items() if k != "rescued_pairs"}
-                         for x in result.variants],
-            "best": {d: {"name": v.name, "rescues": v.rescues, "regressions": v.regressions,
-                         "success_rate": v.success_rate} for d, v in result.best.items()},
-            "edits": [{"id": e.id, "direction": e.direction, "round": e.round,
-                       "attempt": e.attempt, "status": e.status, "reason": e.reason,
-                       "rescues": e.rescues, "regressions": e.regressions,
-                       "reward": e.reward} for e in result.edits],
-        }))
+        console().print_json(
+            json.dumps(
+                {
+                    "evolve_id": result.evolve_id,
+                    "base_success": result.base_success,
+                    "union_rescues": result.union_rescues,
+                    "stopped": result.stopped,
+                    "variants": [
+                        {k: v for k, v in vars(x).items() if k != "rescued_pairs"}
+                        for x in result.variants
+                    ],
+                    "best": {
+                        d: {
+                            "name": v.name,
+                            "rescues": v.rescues,
+                            "regressions": v.regressions,
+                            "success_rate": v.success_rate,
+                        }
+                        for d, v in result.best.items()
+                    },
+                    "edits": [
+                        {
+                            "id": e.id,
+                            "direction": e.direction,
+                            "round": e.round,
+                            "attempt": e.attempt,
+                            "status": e.status,
+                            "reason": e.reason,
+                            "rescues": e.rescues,
+                            "regressions": e.regressions,
+                            "reward": e.reward,
+                        }
+                        for e in result.edits
+                    ],
+                }
+            )
+        )
     else:
         render_evolve(console(), spec, result)

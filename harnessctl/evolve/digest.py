@@ -40,20 +40,33 @@ def digest(row, trajectory: dict, *, max_steps: int = 4, clip: int = 240) -> Dig
     """Summarise one failed rollout: the last steps, where it went wrong, the error."""
     turns = [e for e in trajectory.get("events") or [] if e.get("event") == "turn"]
     interesting = [t for t in turns if t.get("kind") != "tool"] or turns
-    chosen = (interesting[:1] + turns[-(max_steps - 1):]) if turns else []
+    chosen = (interesting[:1] + turns[-(max_steps - 1) :]) if turns else []
     seen, steps = set(), []
     for t in chosen:
         key = t.get("round")
         if key in seen:
             continue
         seen.add(key)
-        steps.append({"round": key, "kind": t.get("kind"), "reply": _clip(t.get("reply"), clip),
-                      "feedback": _clip(t.get("feedback"), clip)})
+        steps.append(
+            {
+                "round": key,
+                "kind": t.get("kind"),
+                "reply": _clip(t.get("reply"), clip),
+                "feedback": _clip(t.get("feedback"), clip),
+            }
+        )
     steps.sort(key=lambda s: s["round"] or 0)
     calls = trajectory.get("calls") or []
     task_text = ""
     if calls and calls[0].get("messages"):
         users = [m for m in calls[0]["messages"] if m.get("role") == "user"]
         task_text = _clip(users[0].get("content") if users else "", 400)
-    return Digest(task_id=row.task_id, category=row.category, seed=row.seed,
-                  outcome=row.outcome, error=row.error, task_text=task_text, steps=steps)
+    return Digest(
+        task_id=row.task_id,
+        category=row.category,
+        seed=row.seed,
+        outcome=row.outcome,
+        error=row.error,
+        task_text=task_text,
+        steps=steps,
+    )

@@ -80,6 +80,7 @@ def select(names: list[str] | None, available: dict[str, Direction]) -> list[Dir
         return list(available.values())
     missing = [n for n in names if n not in available]
     if missing:
-        raise ConfigError("--directions", f"unknown direction(s) {missing}; "
-                          f"known: {sorted(available)}")
+        raise ConfigError(
+            "--directions", f"unknown direction(s) {missing}; known: {sorted(available)}"
+        )
     return [available[n] for n in names]

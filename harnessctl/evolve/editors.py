@@ -95,17 +95,35 @@ class LLMEditor:
         from ..gateway.llm import complete
 
         if not ctx.history:
-            ctx.history = [{"role": "system", "content": SYSTEM},
-                           {"role": "user", "content": render_prompt(ctx)}]
+            ctx.history = [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": render_prompt(ctx)},
+            ]
         if feedback is not None:
-            ctx.history.append({"role": "user", "content":
-                                f"Your patch was rejected: {feedback}\nSend a corrected patch."})
-        result = complete(self.model, list(ctx.history), self.params, timeout_s=self.timeout_s,
-                          retries=2, backoff_s=0.5)
+            ctx.history.append(
+                {
+                    "role": "user",
+                    "content": f"Your patch was rejected: {feedback}\nSend a corrected patch.",
+                }
+            )
+        result = complete(
+            self.model,
+            list(ctx.history),
+            self.params,
+            timeout_s=self.timeout_s,
+            retries=2,
+            backoff_s=0.5,
+        )
         ctx.history.append({"role": "assistant", "content": result.content})
         prompt = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in ctx.history[:-1])
-        return Proposal(self.name, prompt, result.content, result.prompt_tokens,
-                        result.completion_tokens, result.cost_usd)
+        return Proposal(
+            self.name,
+            prompt,
+            result.content,
+            result.prompt_tokens,
+            result.completion_tokens,
+            result.cost_usd,
+        )
 
 
 class Repair(BaseModel):
@@ -150,8 +168,9 @@ class RuleEditor:
         self.repairs = repairs
 
     def propose(self, ctx: EditContext, feedback: str | None) -> Proposal | None:
-        tried = {r[len(RULE_HEADER):].split(":", 1)[0] for r in ctx.tried
-                 if r.startswith(RULE_HEADER)}
+        tried = {
+            r[len(RULE_HEADER) :].split(":", 1)[0] for r in ctx.tried if r.startswith(RULE_HEADER)
+        }
         text = "\n".join(dg.text() for dg in ctx.digests)
         candidates = []
         for order, repair in enumerate(self.repairs):
@@ -188,8 +207,9 @@ def _applies(repair: Repair, files: dict[str, str]) -> bool:
     return True
 
 
-def make_editor(spec: str, *, workspace: Path | None = None, family: str = "dbbench",
-                params: dict | None = None) -> Editor:
+def make_editor(
+    spec: str, *, workspace: Path | None = None, family: str = "dbbench", params: dict | None = None
+) -> Editor:
     if spec == "rules":
         return RuleEditor(load_repairs(family, workspace))
     return LLMEditor(spec, params)

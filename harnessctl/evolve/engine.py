@@ -73,15 +73,26 @@ class EvolveResult:
 
 
 def evolve_id(req: EvolveRequest) -> str:
-    blob = json.dumps([req.base.hash, req.eval.suite.id, req.eval.split, req.eval.policy.id,
-                       req.editor.name, req.eval.rollouts, req.eval.seed, req.batch_size,
-                       req.control_size])
+    blob = json.dumps(
+        [
+            req.base.hash,
+            req.eval.suite.id,
+            req.eval.split,
+            req.eval.policy.id,
+            req.editor.name,
+            req.eval.rollouts,
+            req.eval.seed,
+            req.batch_size,
+            req.control_size,
+        ]
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 class Engine:
-    def __init__(self, req: EvolveRequest, workspace, store, log: Log | None = None,
-                 progress=None) -> None:
+    def __init__(
+        self, req: EvolveRequest, workspace, store, log: Log | None = None, progress=None
+    ) -> None:
         self.req, self.ws, self.store = req, workspace, store
         self.log = log or (lambda d, m: None)
         self.progress = progress
@@ -117,8 +128,15 @@ class Engine:
                 stopped = self._chain(direction, base_rows, variants, best) or stopped
             self._final_profiles(base_rows, best)
             union = {p for v in best.values() for p in v.rescued_pairs}
-            return EvolveResult(self.id, base_rate, variants, best,
-                                self.store.edits(evolve_id=self.id), len(union), stopped)
+            return EvolveResult(
+                self.id,
+                base_rate,
+                variants,
+                best,
+                self.store.edits(evolve_id=self.id),
+                len(union),
+                stopped,
+            )
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -146,8 +164,9 @@ class Engine:
         def order(r):
             return hashlib.sha256(f"{self.id}:{r.task_id}:{r.seed}".encode()).hexdigest()
 
-        failures = sorted((r for r in rows if not r.success and r.outcome in direction.targets),
-                          key=order)
+        failures = sorted(
+            (r for r in rows if not r.success and r.outcome in direction.targets), key=order
+        )
         successes = sorted((r for r in rows if r.success), key=order)
         return failures[: self.req.batch_size], successes[: self.req.control_size]
 
@@ -155,10 +174,16 @@ class Engine:
         from ..store import EditRow
 
         digests = [digest(r, self.store.trajectory(r)) for r in batch]
-        ctx = EditContext(direction=direction, files=scope_files(parent, direction),
-                          digests=digests,
-                          tried=[e.response for e in self.store.edits(parent_hash=parent.hash)
-                                 if e.direction == direction.name])
+        ctx = EditContext(
+            direction=direction,
+            files=scope_files(parent, direction),
+            digests=digests,
+            tried=[
+                e.response
+                for e in self.store.edits(parent_hash=parent.hash)
+                if e.direction == direction.name
+            ],
+        )
         feedback = None
         for attempt in range(self.req.editor_retries + 1):
             key = hashlib.sha256(
@@ -173,36 +198,61 @@ class Engine:
                 continue
             if done is not None:
                 proposal_response, editor_name = done.response, done.editor
-                prompt, usage = done.prompt, (done.prompt_tokens, done.completion_tokens,
-                                              done.cost_usd)
+                prompt, usage = (
+                    done.prompt,
+                    (done.prompt_tokens, done.completion_tokens, done.cost_usd),
+                )
             else:
                 proposal = self.req.editor.propose(ctx, feedback)
                 if proposal is None:
                     self.log(direction.name, f"round {rnd}: the editor has nothing to propose")
                     return None
-                proposal_response, editor_name, prompt = (proposal.response, proposal.editor,
-                                                          proposal.prompt)
+                proposal_response, editor_name, prompt = (
+                    proposal.response,
+                    proposal.editor,
+                    proposal.prompt,
+                )
                 usage = (proposal.prompt_tokens, proposal.completion_tokens, proposal.cost_usd)
             row = EditRow(
-                id=edit_id, edit_key=key, evolve_id=self.id, parent_hash=parent.hash,
-                parent_name=parent.name, direction=direction.name, round=rnd, attempt=attempt,
-                editor=editor_name, prompt=prompt, response=proposal_response, status="rejected",
-                batch_size=len(batch), control_size=len(control), prompt_tokens=usage[0],
-                completion_tokens=usage[1], cost_usd=usage[2], created_at=time.time(),
+                id=edit_id,
+                edit_key=key,
+                evolve_id=self.id,
+                parent_hash=parent.hash,
+                parent_name=parent.name,
+                direction=direction.name,
+                round=rnd,
+                attempt=attempt,
+                editor=editor_name,
+                prompt=prompt,
+                response=proposal_response,
+                status="rejected",
+                batch_size=len(batch),
+                control_size=len(control),
+                prompt_tokens=usage[0],
+                completion_tokens=usage[1],
+                cost_usd=usage[2],
+                created_at=time.time(),
             )
             staging = self.tmp / name
-            update = {"name": name, "parent": parent.name, "parent_hash": parent.hash,
-                      "direction": direction.name, "edit_id": edit_id,
-                      "description": f"{self.req.base.manifest.description.strip()} "
-                                     f"Edited along {direction.name} (round {rnd})."}
+            update = {
+                "name": name,
+                "parent": parent.name,
+                "parent_hash": parent.hash,
+                "direction": direction.name,
+                "edit_id": edit_id,
+                "description": f"{self.req.base.manifest.description.strip()} "
+                f"Edited along {direction.name} (round {rnd}).",
+            }
             try:
-                spec, row.patch, row.diff = build_child(parent, direction, proposal_response,
-                                                        staging, update)
+                spec, row.patch, row.diff = build_child(
+                    parent, direction, proposal_response, staging, update
+                )
                 smoke = self._eval(spec, pairs=[(batch[0].task_id, batch[0].seed)]).rows
                 if not smoke or smoke[0].outcome in ("harness_error", "timeout"):
                     detail = smoke[0].error if smoke else "no smoke result"
-                    raise Rejected("smoke_failed", f"{smoke[0].outcome if smoke else '?'}: "
-                                   f"{detail}")
+                    raise Rejected(
+                        "smoke_failed", f"{smoke[0].outcome if smoke else '?'}: {detail}"
+                    )
             except Rejected as exc:
                 row.reason, row.detail = exc.reason, exc.detail
                 self.store.record_edit(row)
@@ -216,31 +266,60 @@ class Engine:
     def _judge(self, direction, rnd, row, spec, staging, batch, control):
         pairs = [(r.task_id, r.seed) for r in batch + control]
         child_rows = {(r.task_id, r.seed): r for r in self._eval(spec, pairs=pairs).rows}
-        rescues = sum(1 for r in batch if child_rows.get((r.task_id, r.seed)) is not None
-                      and child_rows[(r.task_id, r.seed)].success)
-        regressions = sum(1 for r in control if child_rows.get((r.task_id, r.seed)) is None
-                          or not child_rows[(r.task_id, r.seed)].success)
-        verdict = judge(rescues, regressions, len(batch), len(control), alpha=self.req.alpha,
-                        min_net=self.req.min_net)
+        rescues = sum(
+            1
+            for r in batch
+            if child_rows.get((r.task_id, r.seed)) is not None
+            and child_rows[(r.task_id, r.seed)].success
+        )
+        regressions = sum(
+            1
+            for r in control
+            if child_rows.get((r.task_id, r.seed)) is None
+            or not child_rows[(r.task_id, r.seed)].success
+        )
+        verdict = judge(
+            rescues,
+            regressions,
+            len(batch),
+            len(control),
+            alpha=self.req.alpha,
+            min_net=self.req.min_net,
+        )
         row.status = "evaluated"
         row.rescues, row.regressions = rescues, regressions
         row.reward, row.p_value, row.reason = verdict.reward, verdict.p_value, verdict.reason
         row.child_hash = spec.hash
-        row.metrics_json = json.dumps({"eval_prompt_tokens": sum(
-            r.prompt_tokens for r in child_rows.values())})
+        row.metrics_json = json.dumps(
+            {"eval_prompt_tokens": sum(r.prompt_tokens for r in child_rows.values())}
+        )
         self.store.record_edit(row)
-        self.log(direction.name, f"round {rnd}: {verdict.reason} -> "
-                 f"{'accepted' if verdict.accepted else 'not accepted'}")
+        self.log(
+            direction.name,
+            f"round {rnd}: {verdict.reason} -> "
+            f"{'accepted' if verdict.accepted else 'not accepted'}",
+        )
         if not verdict.accepted:
             return None
         commit = self._commit(spec, staging, row, verdict)
         row.status, row.accepted, row.child_name, row.git_commit = (
-            "accepted", True, spec.name, commit)
+            "accepted",
+            True,
+            spec.name,
+            commit,
+        )
         self.store.record_edit(row)
         final = load_harness(self.ws.harnesses_dir / spec.name)
-        variant = Variant(name=spec.name, direction=direction.name, hash=final.hash,
-                          parent=row.parent_name, edit_id=row.id, round=rnd, commit=commit,
-                          cost_usd=row.cost_usd)
+        variant = Variant(
+            name=spec.name,
+            direction=direction.name,
+            hash=final.hash,
+            parent=row.parent_name,
+            edit_id=row.id,
+            round=rnd,
+            commit=commit,
+            cost_usd=row.cost_usd,
+        )
         return variant, final
 
     def _commit(self, spec: HarnessSpec, staging: Path, row, verdict) -> str:

@@ -108,17 +108,19 @@ def changed_lines(root: Path, files: dict[str, str]) -> int:
 
 
 def unified_diff(root: Path, files: dict[str, str]) -> str:
-    out = []
+    out: list[str] = []
     for rel, new in sorted(files.items()):
         target = root / rel
         old = target.read_text(encoding="utf-8") if target.is_file() else ""
-        out.extend(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                        fromfile=f"a/{rel}", tofile=f"b/{rel}"))
+        out.extend(
+            difflib.unified_diff(
+                old.splitlines(True), new.splitlines(True), fromfile=f"a/{rel}", tofile=f"b/{rel}"
+            )
+        )
     return "".join(out)
 
 
 def render_blocks(blocks: list[Block]) -> str:
     return "\n".join(
-        f"{b.path}\n<<<<<<< SEARCH\n{b.search}=======\n{b.replace}>>>>>>> REPLACE\n"
-        for b in blocks
+        f"{b.path}\n<<<<<<< SEARCH\n{b.search}=======\n{b.replace}>>>>>>> REPLACE\n" for b in blocks
     )

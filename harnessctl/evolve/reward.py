@@ -34,8 +34,15 @@ def sign_test(b: int, c: int) -> float:
     return sum(comb(n, i) for i in range(b, n + 1)) / 2**n
 
 
-def judge(rescues: int, regressions: int, batch: int, control: int, *, alpha: float = 0.1,
-          min_net: int = 1) -> Verdict:
+def judge(
+    rescues: int,
+    regressions: int,
+    batch: int,
+    control: int,
+    *,
+    alpha: float = 0.1,
+    min_net: int = 1,
+) -> Verdict:
     p = sign_test(rescues, regressions)
     net = rescues - regressions
     reward = net / max(1, batch + control)

@@ -38,8 +38,9 @@ def scope_files(parent: HarnessSpec, direction: Direction) -> dict[str, str]:
     return out
 
 
-def build_child(parent: HarnessSpec, direction: Direction, response: str, dest: Path,
-                manifest_update: dict) -> tuple[HarnessSpec, str, str]:
+def build_child(
+    parent: HarnessSpec, direction: Direction, response: str, dest: Path, manifest_update: dict
+) -> tuple[HarnessSpec, str, str]:
     """Validate ``response`` as a patch of ``parent`` and write the child to ``dest``.
 
     Returns (child spec, the patch as blocks text, unified diff)."""
@@ -49,16 +50,19 @@ def build_child(parent: HarnessSpec, direction: Direction, response: str, dest: 
         raise Rejected(exc.reason, exc.message) from None
     outside = sorted({b.path for b in blocks if not direction.allows(b.path.strip())})
     if outside:
-        raise Rejected("out_of_scope", f"{', '.join(outside)} not in the direction's files "
-                       f"({', '.join(direction.files)})")
+        raise Rejected(
+            "out_of_scope",
+            f"{', '.join(outside)} not in the direction's files ({', '.join(direction.files)})",
+        )
     try:
         files = apply_blocks(parent.path, blocks)
     except PatchError as exc:
         raise Rejected(exc.reason, exc.message) from None
     changed = changed_lines(parent.path, files)
     if changed > direction.max_changed_lines:
-        raise Rejected("over_budget", f"{changed} changed lines > budget "
-                       f"{direction.max_changed_lines}")
+        raise Rejected(
+            "over_budget", f"{changed} changed lines > budget {direction.max_changed_lines}"
+        )
     for rel, text in files.items():
         if rel.endswith(".py"):
             try:

@@ -317,7 +317,10 @@ class Store:
         return row
 
     def edits(
-        self, *, evolve_id: str | None = None, direction: str | None = None,
+        self,
+        *,
+        evolve_id: str | None = None,
+        direction: str | None = None,
         parent_hash: str | None = None,
     ) -> list[EditRow]:
         """Recorded edits, oldest first, optionally filtered."""
