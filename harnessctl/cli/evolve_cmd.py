@@ -61,6 +61,7 @@ def evolve_command(
     from ..suite import load_suite
     from ..workspace import load_workspace
     from .evolve_view import render_evolve
+    from .progress import rollout_progress
     from .render import console, err_console
 
     ws = load_workspace()
@@ -106,7 +107,8 @@ def evolve_command(
         if not as_json:
             err_console().print(f"[bold cyan]{direction}[/] {message}")
 
-    result = Engine(request, ws, ws.open_store(store), log=log).run()
+    with rollout_progress(err_console(), enabled=not as_json) as progress:
+        result = Engine(request, ws, ws.open_store(store), log=log, progress=progress).run()
     if as_json:
         console().print_json(
             json.dumps(

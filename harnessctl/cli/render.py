@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 
 from rich.console import Console
 
 
+def _sized(c: Console) -> Console:
+    # Piped output defaults to 80 columns, which folds harness names; logs read better wider.
+    if not c.is_terminal and "COLUMNS" not in os.environ:
+        c.width = 120
+    return c
+
+
 @lru_cache(maxsize=1)
 def console() -> Console:
-    return Console(highlight=False)
+    return _sized(Console(highlight=False))
 
 
 @lru_cache(maxsize=1)
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return _sized(Console(stderr=True, highlight=False))
 
 
 def pct(x: float) -> str:
