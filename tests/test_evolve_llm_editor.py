@@ -117,3 +117,35 @@ def test_rerun_reuses_recorded_edits_without_calling_the_editor(engine_for):
         second = engine_for(stub, retries=1).run()
         assert len(stub.chat_requests) == calls  # nothing asked again
     assert [e.id for e in first.edits] == [e.id for e in second.edits]
+
+
+def test_max_edits_stops_the_evolution(workspace):
+    from harnessctl.evolve.editors import make_editor
+
+    (workspace / ".gitignore").write_text(".harnessctl/\n")
+    ensure_repo(workspace, message="workspace")
+    ws = load_workspace(workspace)
+    base = load_harness(ws.harnesses_dir / "dbbench-base")
+    directions = catalogue()
+    request = EvolveRequest(
+        base=base,
+        eval=EvalRequest(
+            harness=base,
+            suite=load_suite(ws.root / "examples" / "dbbench"),
+            split="test",
+            policy=Policy("sim/dbbench"),
+            rollouts=1,
+            workers=2,
+        ),
+        directions=[directions["execution-recovery"], directions["context-construction"]],
+        editor=make_editor("rules"),
+        rounds=2,
+        batch_size=4,
+        control_size=4,
+        max_edits=1,
+    )
+    result = Engine(request, ws, ws.open_store()).run()
+    assert len(result.edits) == 1
+    assert result.stopped == "max edits (1) reached"
+    assert result.edits[0].editor == "rules"
+    assert result.edits[0].response.startswith("rule-based editor (offline, not an LLM)")

@@ -1,0 +1,95 @@
+"""Patch parsing and applying, directions, the acceptance rule, budgets."""
+
+import shutil
+
+import pytest
+
+from harnessctl.errors import ConfigError
+from harnessctl.evolve.directions import catalogue, select
+from harnessctl.evolve.patch import PatchError, apply_blocks, changed_lines, parse_patch
+from harnessctl.evolve.reward import judge, sign_test
+from harnessctl.evolve.validate import Rejected, build_child
+from harnessctl.harness import load_harness
+from tests.conftest import BASE_HARNESS
+
+
+def test_parse_tolerates_prose_and_fences_and_applies_all_or_nothing(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\ny = 2\n")
+    reply = (
+        "Here is my fix.\n\na.py\n```python\n<<<<<<< SEARCH\nx = 1\n=======\nx = 10\n"
+        ">>>>>>> REPLACE\n```\n\nnew.py\n<<<<<<< SEARCH\n=======\nz = 3\n>>>>>>> REPLACE\n"
+    )
+    blocks = parse_patch(reply)
+    assert [b.path for b in blocks] == ["a.py", "new.py"]
+    files = apply_blocks(tmp_path, blocks)
+    assert files == {"a.py": "x = 10\ny = 2\n", "new.py": "z = 3\n"}
+    assert changed_lines(tmp_path, files) == 3
+    bad = parse_patch(reply.replace("x = 1\n=", "nope\n="))
+    with pytest.raises(PatchError) as err:
+        apply_blocks(tmp_path, bad)
+    assert err.value.reason == "does_not_apply"
+    assert (tmp_path / "a.py").read_text() == "x = 1\ny = 2\n"  # nothing written
+    with pytest.raises(PatchError, match="bad_path"):
+        apply_blocks(tmp_path, parse_patch(reply.replace("a.py\n```", "../a.py\n```")))
+    with pytest.raises(PatchError, match="no_blocks"):
+        parse_patch("just prose")
+
+
+def test_ambiguous_search_is_refused(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\nx = 1\n")
+    blocks = parse_patch("a.py\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n")
+    with pytest.raises(PatchError, match="found 2 times"):
+        apply_blocks(tmp_path, blocks)
+
+
+def test_sign_test_and_acceptance_rule():
+    assert sign_test(0, 0) == 1.0
+    assert sign_test(5, 0) == pytest.approx(1 / 32)
+    assert sign_test(3, 3) > 0.5
+    assert judge(5, 0, 12, 12).accepted
+    assert not judge(2, 0, 12, 12).accepted  # p = 0.25 > 0.1
+    assert not judge(6, 6, 12, 12).accepted
+    assert judge(2, 0, 12, 12, alpha=0.3).accepted
+    assert judge(5, 1, 12, 12).reward == pytest.approx(4 / 24)
+
+
+def test_workspace_directions_override_and_errors_name_the_field(tmp_path):
+    (tmp_path / "directions").mkdir()
+    (tmp_path / "directions" / "termination.yaml").write_text(
+        "name: termination\nbrief: mine\ntargets: [step_limit]\nmax_changed_lines: 5\n"
+    )
+    found = catalogue(workspace=tmp_path)
+    assert found["termination"].brief == "mine" and len(found) == 5
+    with pytest.raises(ConfigError, match="unknown direction"):
+        select(["nope"], found)
+    (tmp_path / "directions" / "bad.yaml").write_text("name: bad\nbrief: x\ntargets: [sucess]\n")
+    with pytest.raises(ConfigError) as err:
+        catalogue(workspace=tmp_path)
+    assert err.value.where.endswith("bad.yaml: targets")
+
+
+def test_build_child_enforces_scope_and_budget(tmp_path):
+    parent = load_harness(BASE_HARNESS)
+    directions = catalogue()
+    anchor = "        return state.answer\n"
+    big = "".join(f"        _x{i} = {i}\n" for i in range(70)) + anchor
+    patch = f"harness.py\n<<<<<<< SEARCH\n{anchor}=======\n{big}>>>>>>> REPLACE\n"
+    with pytest.raises(Rejected) as err:
+        build_child(parent, directions["termination"], patch, tmp_path / "c", {"name": "c"})
+    assert err.value.reason == "over_budget"
+    line = "Table and column names with spaces or symbols must be quoted with backticks.\n"
+    prompt = f"prompts/system.md\n<<<<<<< SEARCH\n{line}=======\nQuote names.\n>>>>>>> REPLACE\n"
+    with pytest.raises(Rejected) as err:
+        build_child(parent, directions["execution-recovery"], prompt, tmp_path / "c", {"name": "c"})
+    assert err.value.reason == "out_of_scope"
+    child, _, diff = build_child(
+        parent,
+        directions["context-construction"],
+        prompt,
+        tmp_path / "c",
+        {"name": "child", "parent": "dbbench-base"},
+    )
+    assert child.name == "child" and child.manifest.parent == "dbbench-base"
+    assert "+Quote names." in diff and child.hash != parent.hash
+    assert line in (BASE_HARNESS / "prompts" / "system.md").read_text()  # parent untouched
+    shutil.rmtree(tmp_path / "c")

@@ -1,0 +1,44 @@
+import git
+import pytest
+
+from harnessctl.errors import ConfigError
+from harnessctl.workspace import init_workspace, load_workspace
+from tests.conftest import ROOT
+
+
+def test_init_makes_a_committed_git_workspace(tmp_path, monkeypatch):
+    ws = init_workspace(tmp_path / "w")
+    repo = git.Repo(ws.root)
+    assert not repo.is_dirty(untracked_files=True)
+    assert (ws.root / "harnesses" / "dbbench-base" / "harness.yaml").is_file()
+    assert (ws.root / "examples" / "dbbench" / "suite.yaml").is_file()
+    assert ".harnessctl/" in (ws.root / ".gitignore").read_text()
+    assert ws.config.suite == "examples/dbbench" and ws.config.policy == "sim/dbbench"
+    # the store lives in the ignored state directory
+    ws.open_store().rollouts()
+    assert (ws.root / ".harnessctl" / "store.db").is_file()
+    assert not repo.is_dirty(untracked_files=True)
+    init_workspace(ws.root)  # idempotent
+    assert len(list(repo.iter_commits())) == 1
+
+
+def test_the_project_checkout_is_a_workspace(monkeypatch):
+    monkeypatch.chdir(ROOT / "harnessctl")
+    ws = load_workspace()
+    assert ws.root == ROOT
+    assert ws.config.suite == "examples/dbbench"
+
+
+def test_layering_env_over_yaml_and_errors_name_the_field(tmp_path, monkeypatch):
+    (tmp_path / "harnessctl.yaml").write_text("workers: 3\nsandbox: local\n")
+    monkeypatch.setenv("HARNESSCTL_WORKSPACE", str(tmp_path))
+    assert load_workspace().config.workers == 3
+    monkeypatch.setenv("HARNESSCTL_WORKERS", "5")
+    assert load_workspace().config.workers == 5
+    monkeypatch.setenv("HARNESSCTL_STORE_URL", "sqlite:///" + str(tmp_path / "x.db"))
+    assert load_workspace().store_url().endswith("x.db")
+    (tmp_path / "harnessctl.yaml").write_text("workers: many\n")
+    monkeypatch.delenv("HARNESSCTL_WORKERS")
+    with pytest.raises(ConfigError) as err:
+        load_workspace()
+    assert err.value.where.endswith("harnessctl.yaml: workers")
