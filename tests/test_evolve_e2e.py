@@ -109,3 +109,49 @@ def test_kill_9_then_rerun_matches_an_uninterrupted_run(reference, tmp_path):
     assert mine["dirs"] == ref["dirs"]
     assert sorted(mine["commits"]) == sorted(ref["commits"])
     assert not mine["dirty"]
+
+
+def test_export_edits_is_a_valid_task_disjoint_dataset(reference, tmp_path):
+    from harnessctl.evolve.dataset import GRPORecord, SFTRecord
+
+    ws, result = reference
+    out = tmp_path / "data"
+    env = {**os.environ, "HARNESSCTL_WORKSPACE": str(ws)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harnessctl.cli",
+            "export-edits",
+            "--out",
+            str(out),
+            "--test-fraction",
+            "0.5",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    records = {}
+    for kind, model in (("sft", SFTRecord), ("grpo", GRPORecord)):
+        for side in ("train", "test"):
+            lines = (out / kind / f"{side}.jsonl").read_text().splitlines()
+            records[kind, side] = [model.model_validate_json(line) for line in lines]
+    assert records["grpo", "train"] and records["grpo", "test"]
+    assert records["sft", "train"] or records["sft", "test"]
+    accepted = sum(1 for e in result["edits"] if e["status"] == "accepted")
+    assert len(records["sft", "train"]) + len(records["sft", "test"]) == accepted
+    for kind in ("sft", "grpo"):
+        train = {t for r in records[kind, "train"] for t in r.metadata.tasks}
+        test = {t for r in records[kind, "test"] for t in r.metadata.tasks}
+        assert not train & test
+    for r in records["grpo", "train"] + records["grpo", "test"]:
+        assert {t for t, _ in r.reward.batch} <= set(r.metadata.tasks)
+        assert "### task" in r.prompt[1].content and r.reference_response
+    sft = (records["sft", "train"] + records["sft", "test"])[0]
+    assert [m.role for m in sft.messages] == ["system", "user", "assistant"]
+    assert "<<<<<<< SEARCH" in sft.messages[2].content
+    schema = json.loads((out / "schema.json").read_text())
+    assert set(schema) == {"sft", "grpo"}

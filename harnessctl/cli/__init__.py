@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from . import eval_cmd, evolve_cmd, init_cmd, show_cmd
+from . import eval_cmd, evolve_cmd, export_edits_cmd, init_cmd, show_cmd
 from .render import handle_errors
 
 app = typer.Typer(
@@ -24,6 +24,7 @@ app = typer.Typer(
 )
 app.command("eval")(handle_errors(eval_cmd.eval_command))
 app.command("evolve")(handle_errors(evolve_cmd.evolve_command))
+app.command("export-edits")(handle_errors(export_edits_cmd.export_edits_command))
 app.command("show")(handle_errors(show_cmd.show_command))
 app.command("rollouts")(handle_errors(show_cmd.rollouts_command))
 app.command("init")(handle_errors(init_cmd.init_command))

@@ -66,7 +66,12 @@ class Editor(Protocol):
 
 
 def render_prompt(ctx: EditContext) -> str:
-    d = ctx.direction
+    return render_parts(ctx.direction, ctx.files, [dg.render() for dg in ctx.digests])
+
+
+def render_parts(direction: Direction, files: dict[str, str], digests: list[str]) -> str:
+    """The editor's user message: brief, scope, current files, failure digests."""
+    d = direction
     parts = [
         f"## Direction: {d.name} — {d.title}",
         d.brief,
@@ -75,10 +80,10 @@ def render_prompt(ctx: EditContext) -> str:
         "changed lines.",
         "## Current files",
     ]
-    for rel, text in sorted(ctx.files.items()):
+    for rel, text in sorted(files.items()):
         parts.append(f"{rel}\n```\n{text}```")
-    parts.append(f"## Failure trajectories ({len(ctx.digests)})")
-    parts.extend(dg.render() for dg in ctx.digests)
+    parts.append(f"## Failure trajectories ({len(digests)})")
+    parts.extend(digests)
     return "\n\n".join(parts)
 
 

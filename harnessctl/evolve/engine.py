@@ -232,6 +232,7 @@ class Engine:
                 completion_tokens=usage[1],
                 cost_usd=usage[2],
                 created_at=time.time(),
+                metrics_json=json.dumps(self._context_record(direction, ctx, batch, control)),
             )
             staging = self.tmp / name
             update = {
@@ -263,6 +264,24 @@ class Engine:
             return self._judge(direction, rnd, row, spec, staging, batch, control)
         return None
 
+    def _context_record(self, direction, ctx, batch, control) -> dict:
+        """What the editor saw and how its edit is judged: the basis of exported datasets."""
+        ev = self.req.eval
+        return {
+            "suite": ev.suite.id,
+            "split": ev.split,
+            "policy_id": ev.policy.id,
+            "batch": [[r.task_id, r.seed] for r in batch],
+            "control": [[r.task_id, r.seed] for r in control],
+            "digests": [
+                {"task_id": d.task_id, "seed": d.seed, "outcome": d.outcome, "text": d.render()}
+                for d in ctx.digests
+            ],
+            "files": ctx.files,
+            "direction": direction.model_dump(),
+            "rule": {"alpha": self.req.alpha, "min_net": self.req.min_net},
+        }
+
     def _judge(self, direction, rnd, row, spec, staging, batch, control):
         pairs = [(r.task_id, r.seed) for r in batch + control]
         child_rows = {(r.task_id, r.seed): r for r in self._eval(spec, pairs=pairs).rows}
@@ -290,9 +309,16 @@ class Engine:
         row.rescues, row.regressions = rescues, regressions
         row.reward, row.p_value, row.reason = verdict.reward, verdict.p_value, verdict.reason
         row.child_hash = spec.hash
-        row.metrics_json = json.dumps(
-            {"eval_prompt_tokens": sum(r.prompt_tokens for r in child_rows.values())}
+        metrics = json.loads(row.metrics_json or "{}")
+        metrics["child_eval_tokens"] = sum(
+            r.prompt_tokens + r.completion_tokens for r in child_rows.values()
         )
+        metrics["rescued"] = [
+            [r.task_id, r.seed]
+            for r in batch
+            if (r.task_id, r.seed) in child_rows and child_rows[(r.task_id, r.seed)].success
+        ]
+        row.metrics_json = json.dumps(metrics)
         self.store.record_edit(row)
         self.log(
             direction.name,
