@@ -11,27 +11,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .constants import INFRA_RETRIES
-from .envs import Environment, Task, TaskProblem
+from .envs import Task, TaskProblem
 from .harness import HarnessSpec, runtime_version
-from .outcomes import Outcome, classify
+from .outcomes import Outcome
 from .policy import Policy
-from .sandbox import Job, Limits, Sandbox, SandboxResult
+from .rollout import RolloutRecord, RolloutSession
+from .sandbox import Limits
 from .suite import Suite
 from .summary import Summary, summarize
-
-MAX_EVENTS_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -162,40 +156,30 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
 
 
 class _Runner:
-    """Owns the gateway, the sandbox and the worker threads of one evaluation."""
+    """Runs the pending rollouts of one evaluation on worker threads and stores each."""
 
     def __init__(self, request: EvalRequest, store, run_id: str, runtime: str) -> None:
         self.request = request
         self.store = store
         self.run_id = run_id
         self.runtime = runtime
-        self.env: Environment = request.suite.environment
-        self.local = threading.local()
 
     def run_all(self, pending: list[Pending], progress: Progress | None, done: int, total: int):
-        from .gateway import Budget, Gateway
-        from .sandbox import get_sandbox
-
-        port = os.environ.get("HARNESSCTL_GATEWAY_PORT")
-        workdir_root = Path(tempfile.mkdtemp(prefix="hxrun-"))
-        os.chmod(workdir_root, 0o711)
-        self.workdir_root = workdir_root
-        self.budget = Budget(max_calls=self.request.max_calls, max_tokens=self.request.max_tokens)
-        gateway = Gateway(
-            port=int(port) if port else None,
-            retries=self.request.upstream_retries,
-            backoff_s=self.request.upstream_backoff_s,
+        request = self.request
+        session = RolloutSession(
+            request.suite.environment,
+            sandbox=request.sandbox,
+            limits=request.limits,
+            max_calls=request.max_calls,
+            max_tokens=request.max_tokens,
+            upstream_retries=request.upstream_retries,
+            upstream_backoff_s=request.upstream_backoff_s,
+            # the suite names its container image; other backends take no image
+            sandbox_options={"image": request.suite.image} if request.sandbox == "docker" else None,
         )
-        sandbox: Sandbox = get_sandbox(self.request.sandbox)
-        try:
-            # litellm takes seconds to import: pay it before the clock of any rollout starts
-            from .gateway.llm import get_litellm
-
-            get_litellm()
-            gateway.start()
-            sandbox.start(gateway.socket_path.parent if gateway.socket_path else None)
-            self.gateway, self.sandbox = gateway, sandbox
-            workers = max(1, self.request.workers)
+        with session:
+            self.session = session
+            workers = max(1, request.workers)
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout") as pool:
                 queue = list(pending)
                 futures: dict[Future, Pending] = {}
@@ -210,130 +194,33 @@ class _Runner:
                         if progress:
                             progress("rollout", done, total)
                         yield job.cache_key, fut.result()
-        finally:
-            sandbox.close()
-            gateway.close()
-            shutil.rmtree(workdir_root, ignore_errors=True)
 
     def run_with_retries(self, job: Pending):
         from .store import AttemptRow
 
         for attempt in range(1, self.request.retries + 2):
-            row, record = self.run_one(job, attempt)
-            if row.outcome != Outcome.INFRA_ERROR:
-                return self.store.record_rollout(row, *record)
+            record = self.session.run(self.request.harness, job.task, job.seed, self.request.policy)
+            if record.outcome != Outcome.INFRA_ERROR:
+                row, calls = self._rows(job, record, attempt)
+                return self.store.record_rollout(row, calls, record.trajectory)
             self.store.record_attempt(
                 AttemptRow(
                     id=uuid.uuid4().hex,
                     cache_key=job.cache_key,
                     run_id=self.run_id,
-                    outcome=row.outcome,
-                    error=row.error,
+                    outcome=record.outcome.value,
+                    error=record.error or "",
                     created_at=time.time(),
                 )
             )
         return None
 
-    def run_one(self, job: Pending, attempt: int):
-        from .policies import oracle
-
-        request, task = self.request, job.task
-        rollout_id = uuid.uuid4().hex
-        workdir = self.workdir_root / rollout_id
-        workdir.mkdir()
-        self.env.prepare(task, workdir)
-        oracle.register(rollout_id, self.env.oracle(task))
-        token = self.gateway.open_rollout(
-            rollout_id,
-            model=request.policy.model,
-            params=dict(request.policy.params),
-            budget=self.budget,
-            metadata={"task_id": task.id, "seed": job.seed},
-        )
-        env = {
-            "HXRT_GATEWAY": self.gateway.address,
-            "HXRT_TOKEN": token,
-            "HXRT_MANIFEST": request.harness.manifest.model_dump_json(),
-            "HXRT_LIMITS": json.dumps(request.limits.rlimits()),
-        }
-        started = time.time()
-        try:
-            result = self.sandbox.run(
-                Job(rollout_id, request.harness, workdir, env, request.limits)
-            )
-        finally:
-            ledger = self.gateway.close_rollout(token)
-            oracle.unregister(rollout_id)
-        try:
-            return self._record(job, rollout_id, attempt, workdir, result, ledger, started)
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-
-    def _record(
-        self,
-        job: Pending,
-        rollout_id: str,
-        attempt: int,
-        workdir: Path,
-        result: SandboxResult,
-        ledger,
-        started: float,
-    ):
+    def _rows(self, job: Pending, rec: RolloutRecord, attempt: int):
         from .store import ModelCallRow, RolloutRow
 
-        task, request = job.task, self.request
-        runtime_result = _read_result(workdir)
-        events = _read_events(workdir)
-        status = runtime_result.get("status") if runtime_result else None
-        answer = runtime_result.get("answer") if runtime_result else None
-        if answer is not None and not isinstance(answer, str):
-            answer = json.dumps(answer)
-        score = None
-        scorable = (
-            not result.timed_out
-            and result.infra_error is None
-            and status not in (None, "harness_error", "infra_error")
-        )
-        if scorable:
-            score = self.env.score(task, workdir, answer)
-        infra = result.infra_error or ledger.infra_error
-        outcome = classify(
-            infra_error=infra is not None,
-            timed_out=result.timed_out,
-            runtime_status=status,
-            success=bool(score and score.success),
-            answer_unparsable=bool(score and score.answer_unparsable),
-            tool_error_streak=int((runtime_result or {}).get("tool_error_streak") or 0),
-        )
-        error = _error_text(outcome, result, runtime_result, infra)
-        trajectory = {
-            "rollout_id": rollout_id,
-            "task_id": task.id,
-            "seed": job.seed,
-            "harness": {"name": request.harness.name, "hash": request.harness.hash},
-            "policy": {"model": request.policy.model, "params": request.policy.params},
-            "outcome": outcome.value,
-            "result": runtime_result,
-            "score": None
-            if score is None
-            else {
-                "success": score.success,
-                "answer_unparsable": score.answer_unparsable,
-                "detail": score.detail,
-            },
-            "events": events,
-            "calls": [_call_dict(c) for c in ledger.calls],
-            "sandbox": {
-                "exit_code": result.exit_code,
-                "timed_out": result.timed_out,
-                "wall_s": result.wall_s,
-                "stdout_tail": result.stdout_tail,
-                "stderr_tail": result.stderr_tail,
-                "isolation": result.isolation,
-            },
-        }
+        request, task, ledger = self.request, job.task, rec.ledger
         row = RolloutRow(
-            id=rollout_id,
+            id=rec.rollout_id,
             cache_key=job.cache_key,
             run_id=self.run_id,
             harness_hash=request.harness.hash,
@@ -349,26 +236,26 @@ class _Runner:
             ),
             seed=job.seed,
             runtime_version=self.runtime,
-            outcome=outcome.value,
-            success=outcome == Outcome.SUCCESS,
-            reward=1.0 if outcome == Outcome.SUCCESS else 0.0,
-            steps=int((runtime_result or {}).get("rounds") or 0),
+            outcome=rec.outcome.value,
+            success=rec.success,
+            reward=rec.reward,
+            steps=rec.steps,
             model_calls=len(ledger.calls),
             prompt_tokens=ledger.prompt_tokens,
             completion_tokens=ledger.completion_tokens,
             cost_usd=ledger.cost_usd,
             latency_s=ledger.latency_s,
-            wall_s=time.time() - started,
-            isolation_json=json.dumps(result.isolation, sort_keys=True),
-            error=error,
+            wall_s=rec.wall_s,
+            isolation_json=json.dumps(rec.isolation, sort_keys=True),
+            error=rec.error,
             attempts=attempt,
             trajectory_path="",
             created_at=time.time(),
         )
         calls = [
             ModelCallRow(
-                id=f"{rollout_id}:{c.index}",
-                rollout_id=rollout_id,
+                id=f"{rec.rollout_id}:{c.index}",
+                rollout_id=rec.rollout_id,
                 idx=c.index,
                 model=c.model,
                 status=c.status,
@@ -383,68 +270,4 @@ class _Runner:
             )
             for c in ledger.calls
         ]
-        return row, (calls, trajectory)
-
-
-def _call_dict(call) -> dict:
-    return {
-        "index": call.index,
-        "model": call.model,
-        "messages": call.messages,
-        "params": call.params,
-        "reply": call.reply,
-        "status": call.status,
-        "prompt_tokens": call.prompt_tokens,
-        "completion_tokens": call.completion_tokens,
-        "cost_usd": call.cost_usd,
-        "latency_s": call.latency_s,
-        "attempts": call.attempts,
-        "error": call.error,
-    }
-
-
-def _read_result(workdir: Path) -> dict | None:
-    """result.json is written by untrusted code: accept only a well-typed mapping."""
-    path = workdir / "result.json"
-    if not path.is_file() or path.is_symlink() or path.stat().st_size > 1_000_000:
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("status"), str):
-        return None
-    return data
-
-
-def _read_events(workdir: Path) -> list[dict]:
-    path = workdir / "events.jsonl"
-    if not path.is_file() or path.is_symlink():
-        return []
-    events = []
-    with open(path, "rb") as fh:
-        raw = fh.read(MAX_EVENTS_BYTES)
-    for line in raw.decode("utf-8", "replace").splitlines():
-        try:
-            item = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(item, dict):
-            events.append(item)
-    return events
-
-
-def _error_text(
-    outcome: Outcome, result: SandboxResult, runtime_result: dict | None, infra: str | None
-) -> str | None:
-    if outcome == Outcome.INFRA_ERROR:
-        return infra or (runtime_result or {}).get("error") or "infrastructure failure"
-    if outcome == Outcome.TIMEOUT:
-        return f"killed after the wall-clock limit ({result.wall_s:.1f}s)"
-    if outcome == Outcome.HARNESS_ERROR:
-        if runtime_result and runtime_result.get("error"):
-            return str(runtime_result["error"])
-        tail = result.stderr_tail.strip().splitlines()
-        detail = tail[-1] if tail else "no output"
-        return f"runtime exited with code {result.exit_code} without a result: {detail}"
-    return None
+        return row, calls

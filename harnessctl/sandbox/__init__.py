@@ -2,7 +2,7 @@
 
 A backend gets a prepared task directory (public task material only), the harness tree and
 the gateway address, runs the runtime, and enforces the wall-clock limit from the host.
-Backends are chosen by short name (``local``; ``docker`` next) or a dotted path
+Backends are chosen by short name (``local``, ``docker``) or a dotted path
 ``package.module:Class``; third parties register under the entry-point group
 ``harnessctl.sandboxes``.
 """
@@ -17,7 +17,10 @@ from typing import Protocol
 from ..errors import ConfigError
 from ..harness import HarnessSpec
 
-BUILTIN = {"local": "harnessctl.sandbox.local:LocalSandbox"}
+BUILTIN = {
+    "local": "harnessctl.sandbox.local:LocalSandbox",
+    "docker": "harnessctl.sandbox.docker:DockerSandbox",
+}
 
 
 @dataclass(frozen=True)

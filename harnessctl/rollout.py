@@ -1,0 +1,289 @@
+"""One rollout, start to finish: prepare the task, open a gateway ledger, run the harness in
+a sandbox, read what it left, score it on the host, classify the outcome.
+
+``RolloutSession`` keeps the gateway and the sandbox warm across rollouts of any harness
+and policy; ``evaluate`` drives it from worker threads and stores results, and the pool
+API (``Pool.harness(name).rollout``) uses it directly for trainers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from .envs import Environment, Task
+from .gateway.ledger import RolloutLedger
+from .harness import HarnessSpec
+from .outcomes import Outcome, classify
+from .policy import Policy
+from .sandbox import Job, Limits, Sandbox, SandboxResult
+
+MAX_EVENTS_BYTES = 4 * 1024 * 1024
+
+
+@dataclass
+class RolloutRecord:
+    """Everything one rollout produced (not yet stored)."""
+
+    rollout_id: str
+    task: Task
+    seed: int
+    harness: HarnessSpec
+    policy: Policy
+    outcome: Outcome
+    error: str | None
+    runtime_result: dict | None
+    trajectory: dict
+    ledger: RolloutLedger
+    isolation: dict
+    wall_s: float
+
+    @property
+    def success(self) -> bool:
+        return self.outcome == Outcome.SUCCESS
+
+    @property
+    def reward(self) -> float:
+        return 1.0 if self.success else 0.0
+
+    @property
+    def steps(self) -> int:
+        return int((self.runtime_result or {}).get("rounds") or 0)
+
+
+class RolloutSession:
+    """A warm gateway + sandbox for one environment; thread-safe ``run``."""
+
+    def __init__(
+        self,
+        env: Environment,
+        *,
+        sandbox: str = "local",
+        limits: Limits | None = None,
+        max_calls: int = 40,
+        max_tokens: int = 60_000,
+        upstream_retries: int = 3,
+        upstream_backoff_s: float = 0.5,
+        sandbox_options: dict | None = None,
+    ) -> None:
+        self.env = env
+        self.sandbox_name = sandbox
+        self.sandbox_options = dict(sandbox_options or {})
+        self.limits = limits or Limits()
+        self.max_calls, self.max_tokens = max_calls, max_tokens
+        self.upstream_retries, self.upstream_backoff_s = upstream_retries, upstream_backoff_s
+        self._started = False
+
+    def start(self) -> RolloutSession:
+        from .gateway import Budget, Gateway
+        from .gateway.llm import get_litellm
+        from .sandbox import get_sandbox
+
+        port = os.environ.get("HARNESSCTL_GATEWAY_PORT")
+        self.workdir_root = Path(tempfile.mkdtemp(prefix="hxrun-"))
+        os.chmod(self.workdir_root, 0o711)
+        self.budget = Budget(max_calls=self.max_calls, max_tokens=self.max_tokens)
+        self.gateway = Gateway(
+            port=int(port) if port else None,
+            retries=self.upstream_retries,
+            backoff_s=self.upstream_backoff_s,
+        )
+        self.sandbox: Sandbox = get_sandbox(self.sandbox_name, **self.sandbox_options)
+        # litellm takes seconds to import: pay it before the clock of any rollout starts
+        get_litellm()
+        self.gateway.start()
+        socket = self.gateway.socket_path
+        self.sandbox.start(socket.parent if socket else None)
+        self._started = True
+        return self
+
+    def close(self) -> None:
+        if self._started:
+            self.sandbox.close()
+            self.gateway.close()
+            shutil.rmtree(self.workdir_root, ignore_errors=True)
+            self._started = False
+
+    def __enter__(self) -> RolloutSession:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, harness: HarnessSpec, task: Task, seed: int, policy: Policy) -> RolloutRecord:
+        from .policies import oracle
+
+        rollout_id = uuid.uuid4().hex
+        workdir = self.workdir_root / rollout_id
+        workdir.mkdir()
+        try:
+            self.env.prepare(task, workdir)
+            oracle.register(rollout_id, self.env.oracle(task))
+            token = self.gateway.open_rollout(
+                rollout_id,
+                model=policy.model,
+                params=dict(policy.params),
+                budget=self.budget,
+                metadata={"task_id": task.id, "seed": seed},
+            )
+            env = {
+                "HXRT_GATEWAY": self.gateway.address,
+                "HXRT_TOKEN": token,
+                "HXRT_MANIFEST": harness.manifest.model_dump_json(),
+                "HXRT_LIMITS": json.dumps(self.limits.rlimits()),
+            }
+            started = time.time()
+            try:
+                result = self.sandbox.run(Job(rollout_id, harness, workdir, env, self.limits))
+            finally:
+                ledger = self.gateway.close_rollout(token)
+                oracle.unregister(rollout_id)
+            return self._finish(
+                rollout_id, harness, task, seed, policy, workdir, result, ledger, started
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _finish(
+        self,
+        rollout_id,
+        harness,
+        task,
+        seed,
+        policy,
+        workdir: Path,
+        result: SandboxResult,
+        ledger,
+        started: float,
+    ) -> RolloutRecord:
+        runtime_result = _read_result(workdir)
+        status = runtime_result.get("status") if runtime_result else None
+        answer = runtime_result.get("answer") if runtime_result else None
+        if answer is not None and not isinstance(answer, str):
+            answer = json.dumps(answer)
+        score = None
+        if (
+            not result.timed_out
+            and result.infra_error is None
+            and status not in (None, "harness_error", "infra_error")
+        ):
+            score = self.env.score(task, workdir, answer)
+        infra = result.infra_error or ledger.infra_error
+        outcome = classify(
+            infra_error=infra is not None,
+            timed_out=result.timed_out,
+            runtime_status=status,
+            success=bool(score and score.success),
+            answer_unparsable=bool(score and score.answer_unparsable),
+            tool_error_streak=int((runtime_result or {}).get("tool_error_streak") or 0),
+        )
+        trajectory = {
+            "rollout_id": rollout_id,
+            "task_id": task.id,
+            "seed": seed,
+            "harness": {"name": harness.name, "hash": harness.hash},
+            "policy": {"model": policy.model, "params": policy.params},
+            "outcome": outcome.value,
+            "result": runtime_result,
+            "score": None
+            if score is None
+            else {
+                "success": score.success,
+                "answer_unparsable": score.answer_unparsable,
+                "detail": score.detail,
+            },
+            "events": _read_events(workdir),
+            "calls": [_call_dict(c) for c in ledger.calls],
+            "sandbox": {
+                "exit_code": result.exit_code,
+                "timed_out": result.timed_out,
+                "wall_s": result.wall_s,
+                "stdout_tail": result.stdout_tail,
+                "stderr_tail": result.stderr_tail,
+                "isolation": result.isolation,
+            },
+        }
+        return RolloutRecord(
+            rollout_id=rollout_id,
+            task=task,
+            seed=seed,
+            harness=harness,
+            policy=policy,
+            outcome=outcome,
+            error=_error_text(outcome, result, runtime_result, infra),
+            runtime_result=runtime_result,
+            trajectory=trajectory,
+            ledger=ledger,
+            isolation=result.isolation,
+            wall_s=time.time() - started,
+        )
+
+
+def _call_dict(call) -> dict:
+    return {
+        "index": call.index,
+        "model": call.model,
+        "messages": call.messages,
+        "params": call.params,
+        "reply": call.reply,
+        "status": call.status,
+        "prompt_tokens": call.prompt_tokens,
+        "completion_tokens": call.completion_tokens,
+        "cost_usd": call.cost_usd,
+        "latency_s": call.latency_s,
+        "attempts": call.attempts,
+        "error": call.error,
+    }
+
+
+def _read_result(workdir: Path) -> dict | None:
+    """result.json is written by untrusted code: accept only a well-typed mapping."""
+    path = workdir / "result.json"
+    if not path.is_file() or path.is_symlink() or path.stat().st_size > 1_000_000:
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("status"), str):
+        return None
+    return data
+
+
+def _read_events(workdir: Path) -> list[dict]:
+    path = workdir / "events.jsonl"
+    if not path.is_file() or path.is_symlink():
+        return []
+    events = []
+    with open(path, "rb") as fh:
+        raw = fh.read(MAX_EVENTS_BYTES)
+    for line in raw.decode("utf-8", "replace").splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            events.append(item)
+    return events
+
+
+def _error_text(
+    outcome: Outcome, result: SandboxResult, runtime_result: dict | None, infra: str | None
+) -> str | None:
+    if outcome == Outcome.INFRA_ERROR:
+        return infra or (runtime_result or {}).get("error") or "infrastructure failure"
+    if outcome == Outcome.TIMEOUT:
+        return f"killed after the wall-clock limit ({result.wall_s:.1f}s)"
+    if outcome == Outcome.HARNESS_ERROR:
+        if runtime_result and runtime_result.get("error"):
+            return str(runtime_result["error"])
+        tail = result.stderr_tail.strip().splitlines()
+        detail = tail[-1] if tail else "no output"
+        return f"runtime exited with code {result.exit_code} without a result: {detail}"
+    return None
