@@ -85,7 +85,7 @@ def test_import_does_not_load_sqlalchemy() -> None:
 def test_migrations_applied_once_and_reopen_is_noop(tmp_path: Path) -> None:
     Store.for_workspace(tmp_path).close()
     first = db_rows(tmp_path, f"SELECT number, name, applied_at FROM {MIGRATIONS_TABLE}")
-    assert [(n, name) for n, name, _ in first] == [(1, "initial"), (2, "edits")]
+    assert [(n, name) for n, name, _ in first] == [(1, "initial"), (2, "edits"), (3, "profiles")]
     Store.for_workspace(tmp_path).close()
     assert db_rows(tmp_path, f"SELECT number, name, applied_at FROM {MIGRATIONS_TABLE}") == first
     engine = create_store_engine(f"sqlite:///{tmp_path / '.harnessctl' / 'store.db'}")
@@ -477,7 +477,7 @@ def test_two_processes_racing_on_a_fresh_store(tmp_path: Path) -> None:
     for proc in procs:
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
-    assert db_rows(tmp_path, f"SELECT number FROM {MIGRATIONS_TABLE}") == [(1,), (2,)]
+    assert db_rows(tmp_path, f"SELECT number FROM {MIGRATIONS_TABLE}") == [(1,), (2,), (3,)]
     keys = [k for (k,) in db_rows(tmp_path, "SELECT cache_key FROM rollout ORDER BY cache_key")]
     assert keys == sorted(f"k{i}" for i in range(40))
     assert db_rows(tmp_path, "SELECT count(*) FROM model_call") == [(80,)]

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import typer
 
-from . import eval_cmd, evolve_cmd, export_edits_cmd, init_cmd, show_cmd
+from . import (
+    eval_cmd,
+    evolve_cmd,
+    export_edits_cmd,
+    init_cmd,
+    pool_cmd,
+    profile_cmd,
+    route_cmd,
+    show_cmd,
+)
 from .render import handle_errors
 
 app = typer.Typer(
@@ -25,9 +34,14 @@ app = typer.Typer(
 app.command("eval")(handle_errors(eval_cmd.eval_command))
 app.command("evolve")(handle_errors(evolve_cmd.evolve_command))
 app.command("export-edits")(handle_errors(export_edits_cmd.export_edits_command))
+app.command("export-pool")(handle_errors(pool_cmd.export_pool_command))
+app.command("rescue-sim")(handle_errors(pool_cmd.rescue_sim_command))
+app.add_typer(pool_cmd.pool_app, name="pool")
 app.command("show")(handle_errors(show_cmd.show_command))
 app.command("rollouts")(handle_errors(show_cmd.rollouts_command))
 app.command("init")(handle_errors(init_cmd.init_command))
+app.command("profile")(handle_errors(profile_cmd.profile_command))
+app.command("route")(handle_errors(route_cmd.route_command))
 
 
 def main() -> None:

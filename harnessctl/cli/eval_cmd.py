@@ -62,6 +62,14 @@ def eval_command(
         str | None, typer.Option(help="Store SQLAlchemy URL.", envvar=ENV_STORE_URL)
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    router: Annotated[
+        str | None,
+        typer.Option(
+            help="Rank-1 routed eval: POOL (a directory of harnesses or comma-separated "
+            "names) with current profiles under this policy; each task with a failure of "
+            "HARNESS re-runs under the router's first choice. See docs/profiles.md.",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate a harness on a suite split: cached rollouts are served from the store, the
     rest run in sandboxes; prints success with a 95% interval, outcomes, tokens and cost."""
@@ -98,6 +106,11 @@ def eval_command(
         task_ids=task,
     )
     db = ws.open_store(store)
+    if router is not None:
+        from .route_cmd import run_routed_eval
+
+        run_routed_eval(ws, db, spec, request, router, as_json=as_json)
+        return
     with rollout_progress(err_console(), enabled=not as_json) as progress:
         result = evaluate(request, db, progress=progress)
     for problem in result.problems:

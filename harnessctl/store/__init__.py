@@ -10,10 +10,27 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .models import AttemptRow, EditRow, HarnessRow, ModelCallRow, RolloutRow, RunRow
+    from .models import (
+        AttemptRow,
+        EditRow,
+        HarnessRow,
+        ModelCallRow,
+        ProfileRow,
+        RolloutRow,
+        RunRow,
+    )
     from .store import Store
 
-__all__ = ["AttemptRow", "EditRow", "HarnessRow", "ModelCallRow", "RolloutRow", "RunRow", "Store"]
+__all__ = [
+    "AttemptRow",
+    "EditRow",
+    "HarnessRow",
+    "ModelCallRow",
+    "ProfileRow",
+    "RolloutRow",
+    "RunRow",
+    "Store",
+]
 
 _WHERE = {
     "Store": ".store",
@@ -21,6 +38,7 @@ _WHERE = {
     "EditRow": ".models",
     "HarnessRow": ".models",
     "ModelCallRow": ".models",
+    "ProfileRow": ".models",
     "RolloutRow": ".models",
     "RunRow": ".models",
 }

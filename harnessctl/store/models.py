@@ -165,6 +165,27 @@ class EditRow(SQLModel, table=True):
     created_at: float = Field(default_factory=time.time)
 
 
+class ProfileRow(SQLModel, table=True):
+    """One build of a behavior profile of (harness hash, policy id, suite, split).
+
+    Earlier builds are kept (``current`` false) so profiles stay queryable per policy.
+    ``kind`` is ``full`` (every task of the split) or ``reanchor`` (a re-anchoring sample).
+    """
+
+    __tablename__ = "profile"
+
+    id: str = Field(default_factory=new_id, primary_key=True)
+    harness_hash: str = Field(index=True)
+    harness_name: str
+    policy_id: str = Field(index=True)
+    suite: str
+    split: str
+    kind: str = "full"
+    current: bool = True
+    data_json: str = Field(default="{}", sa_type=Text)
+    created_at: float = Field(default_factory=time.time)
+
+
 TABLE_MODELS: tuple[type[SQLModel], ...] = (
     HarnessRow,
     RunRow,
@@ -172,4 +193,5 @@ TABLE_MODELS: tuple[type[SQLModel], ...] = (
     ModelCallRow,
     AttemptRow,
     EditRow,
+    ProfileRow,
 )

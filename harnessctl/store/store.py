@@ -30,6 +30,7 @@ from .models import (
     EditRow,
     HarnessRow,
     ModelCallRow,
+    ProfileRow,
     RolloutRow,
     RunRow,
     trajectory_relpath,
@@ -333,3 +334,50 @@ class Store:
             query = query.where(EditRow.parent_hash == parent_hash)
         with self._session() as session:
             return list(session.exec(query.order_by(col(EditRow.created_at), col(EditRow.id))))
+
+    # --- profiles ---
+
+    def record_profile(self, row: ProfileRow) -> ProfileRow:
+        """Insert a profile as the current one of its key; earlier ones stay, not current."""
+        query = select(ProfileRow).where(
+            col(ProfileRow.harness_hash) == row.harness_hash,
+            col(ProfileRow.policy_id) == row.policy_id,
+            col(ProfileRow.suite) == row.suite,
+            col(ProfileRow.split) == row.split,
+            col(ProfileRow.current),
+        )
+        with self._session(write=True) as session:
+            for old in session.exec(query):
+                old.current = False
+                session.add(old)
+            row.current = True
+            session.add(row)
+            session.commit()
+        return row
+
+    def profiles(
+        self,
+        *,
+        harness_hash: str | None = None,
+        harness_name: str | None = None,
+        policy_id: str | None = None,
+        suite: str | None = None,
+        split: str | None = None,
+        current: bool | None = True,
+    ) -> list[ProfileRow]:
+        """Profiles matching every given filter, oldest first (``current=None``: history too)."""
+        filters = {
+            "harness_hash": harness_hash,
+            "harness_name": harness_name,
+            "policy_id": policy_id,
+            "suite": suite,
+            "split": split,
+            "current": current,
+        }
+        query = select(ProfileRow)
+        for name, value in filters.items():
+            if value is not None:
+                query = query.where(getattr(ProfileRow, name) == value)
+        query = query.order_by(col(ProfileRow.created_at), col(ProfileRow.id))
+        with self._session() as session:
+            return list(session.exec(query))

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..constants import ENV_POLICY, ENV_SANDBOX, ENV_STORE_URL
+from .eval_cmd import POLICY_HELP, resolve_harness
+from .render import handle_errors
+
+pool_app = typer.Typer(help="Inspect and check exported harness pools.", no_args_is_help=True)
+
+
+def export_pool_command(
+    harnesses: Annotated[
+        list[str] | None,
+        typer.Argument(help="Harnesses to include (default: every harness with a profile)."),
+    ] = None,
+    name: Annotated[str, typer.Option(help="Pool name.")] = "pool",
+    out: Annotated[Path, typer.Option(help="Output directory (also writes OUT.tar.gz).")] = Path(
+        "pool"
+    ),
+    base: Annotated[str, typer.Option(help="The base harness (role base).")] = "dbbench-base",
+    suite: Annotated[str | None, typer.Option(help="Suite the profiles are on.")] = None,
+    policy: Annotated[str | None, typer.Option(help=POLICY_HELP, envvar=ENV_POLICY)] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p")] = None,
+    store: Annotated[str | None, typer.Option(envvar=ENV_STORE_URL)] = None,
+) -> None:
+    """Freeze the base and its siblings into a verifiable pool: harness trees, profiles,
+    manifest (pool id, hashes, git commits, roles, router config) and SHA256SUMS, plus a
+    single-file archive. Refuses harnesses with uncommitted changes."""
+    from ..harness import load_harness
+    from ..policy import Policy, parse_params
+    from ..pool.export import export_pool
+    from ..profiles.runner import load_profiles
+    from ..suite import load_suite
+    from ..workspace import load_workspace
+    from .render import console
+
+    ws = load_workspace()
+    suite_path = suite or ws.config.suite
+    if suite_path is None:
+        raise typer.BadParameter("pass --suite (or set suite: in harnessctl.yaml)")
+    loaded = load_suite(Path(suite_path) if Path(suite_path).exists() else ws.root / suite_path)
+    pol = Policy(policy or ws.config.policy, parse_params(param or []))
+    db = ws.open_store(store)
+    base_spec = load_harness(resolve_harness(ws, base))
+    if harnesses:
+        specs = [load_harness(resolve_harness(ws, h)) for h in harnesses]
+    else:
+        specs = []
+        for path in sorted(ws.harnesses_dir.iterdir()):
+            if (path / "harness.yaml").is_file():
+                spec = load_harness(path)
+                if db.profiles(harness_hash=spec.hash, policy_id=pol.id, suite=loaded.name):
+                    specs.append(spec)
+    aux = [s for s in specs if s.hash != base_spec.hash]
+    profiles = load_profiles(db, [base_spec, *aux], policy_id=pol.id, suite=loaded.name)
+    path = export_pool(
+        name=name,
+        harnesses=aux,
+        base=base_spec,
+        profiles=profiles,
+        out=out.resolve(),
+        repo_root=ws.root,
+        policy_id=pol.id,
+        suite=loaded.name,
+    )
+    manifest = json.loads((path / "pool.json").read_text())
+    console().print(
+        f"pool [bold]{manifest['pool_id']}[/] with {len(manifest['harnesses'])} "
+        f"harnesses at {path} (+ {path.name}.tar.gz)"
+    )
+
+
+def verify_command(
+    directory: Annotated[Path, typer.Argument(help="Exported pool directory.")],
+) -> None:
+    """Check every checksum and harness hash of an exported pool; names any tampered file."""
+    from ..pool import Pool, verify_pool
+    from .render import console, err_console
+
+    problems = verify_pool(directory)
+    if problems:
+        for problem in problems:
+            err_console().print(f"[red]{problem}[/]", soft_wrap=True)
+        raise typer.Exit(1)
+    pool = Pool.load(directory)  # also checks each tree's content hash against pool.json
+    console().print(f"pool {pool.id}: {len(pool.names)} harnesses, all checksums match")
+
+
+def rescue_sim_command(
+    pool_dir: Annotated[Path, typer.Argument(help="Exported pool directory.")],
+    suite: Annotated[str | None, typer.Option(help="Suite directory.")] = None,
+    split: Annotated[str, typer.Option(help="Split to simulate on.")] = "test",
+    policy: Annotated[str | None, typer.Option(help=POLICY_HELP, envvar=ENV_POLICY)] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p")] = None,
+    group_size: Annotated[int, typer.Option(help="Rollouts per group (GRPO group).")] = 4,
+    k: Annotated[int, typer.Option(help="Siblings to route an all-fail group to.")] = 2,
+    seed: Annotated[int, typer.Option(help="First seed.")] = 0,
+    sandbox: Annotated[str, typer.Option(envvar=ENV_SANDBOX)] = "local",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Run the rescue rule over a suite: how many all-fail groups were rescued, by which
+    harness, at what extra rollout cost."""
+    from ..policy import Policy, parse_params
+    from ..pool import Pool
+    from ..pool.simulate import simulate
+    from ..suite import load_suite
+    from ..workspace import load_workspace
+    from .render import console
+
+    ws = load_workspace()
+    suite_path = suite or ws.config.suite or "examples/dbbench"
+    loaded = load_suite(Path(suite_path) if Path(suite_path).exists() else ws.root / suite_path)
+    pol = Policy(policy or ws.config.policy, parse_params(param or []))
+    with Pool.load(pool_dir, sandbox=sandbox) as pool:
+        report = simulate(
+            pool, loaded.tasks(split).tasks, pol, group_size=group_size, k=k, seed=seed
+        )
+    if as_json:
+        console().print_json(json.dumps(report))
+        return
+    console().print(
+        f"{report['groups']} groups of {group_size}: {report['all_fail']} all-fail under the "
+        f"base, {report['rescued']} rescued ({report['extra_rollouts']} extra rollouts)"
+    )
+    for harness, n in sorted(report["by_harness"].items(), key=lambda kv: -kv[1]):
+        console().print(f"  {harness}: {n} successful rescue rollouts")
+
+
+pool_app.command("verify")(handle_errors(verify_command))

@@ -1,0 +1,134 @@
+"""``harnessctl export-pool``: freeze harnesses, their profiles and the router config."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import HarnessctlError
+from ..harness import IGNORED_DIRS, HarnessSpec, load_harness
+from ..runtime import PROTOCOL_VERSION
+from .integrity import MANIFEST, write_checksums
+
+SCHEMA_VERSION = 1
+DEFAULT_ROUTER = {"kind": "profile-rescue", "smoothing_prior": 2.0, "k": 3, "voters": []}
+
+
+def pool_id(hashes: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(hashes)).encode()).hexdigest()[:16]
+
+
+def _git_commit(repo_root: Path, path: Path) -> str | None:
+    """The last commit touching ``path``; refuses uncommitted changes in it."""
+    import git
+
+    try:
+        repo = git.Repo(repo_root)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise HarnessctlError(f"{repo_root} is not a git repository") from None
+    rel = path.resolve().relative_to(Path(str(repo.working_tree_dir)).resolve()).as_posix()
+    if repo.git.status("--porcelain", "--", rel).strip():
+        raise HarnessctlError(f"{path}: uncommitted changes; commit them before exporting")
+    commits = list(repo.iter_commits(paths=rel, max_count=1))
+    if not commits:
+        raise HarnessctlError(f"{path}: not committed; commit it before exporting")
+    return commits[0].hexsha
+
+
+def export_pool(
+    *,
+    name: str,
+    harnesses: list[HarnessSpec],
+    base: HarnessSpec,
+    profiles: dict[str, dict],
+    out: Path,
+    repo_root: Path,
+    policy_id: str,
+    suite: str,
+    router: dict | None = None,
+) -> Path:
+    """Write the pool directory and ``<out>.tar.gz``; returns the directory."""
+    if out.exists() and any(out.iterdir()):
+        raise HarnessctlError(f"{out}: exists and is not empty")
+    specs = {h.name: h for h in [base, *harnesses]}
+    entries: list[dict[str, Any]] = []
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "harnesses").mkdir(parents=True)
+    (tmp / "profiles").mkdir()
+    for hname, spec in specs.items():
+        commit = _git_commit(repo_root, spec.path)
+        shutil.copytree(
+            spec.path,
+            tmp / "harnesses" / hname,
+            ignore=shutil.ignore_patterns(*IGNORED_DIRS, "*.pyc"),
+        )
+        profile = profiles.get(hname)
+        if profile is not None:
+            (tmp / "profiles" / f"{hname}.json").write_text(
+                json.dumps(profile, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+            )
+        entries.append(
+            {
+                "name": hname,
+                "role": "base" if spec.hash == base.hash else "aux",
+                "hash": spec.hash,
+                "git_commit": commit,
+                "parent": spec.manifest.parent,
+                "direction": spec.manifest.direction,
+                "edit_id": spec.manifest.edit_id,
+                "env": spec.manifest.env,
+                "runtime": {"protocol": PROTOCOL_VERSION, "python": "3.8+ standard library"},
+                "profile": None
+                if profile is None
+                else {
+                    "success": profile.get("success"),
+                    "rescue": {
+                        k: profile.get("rescue", {}).get(k)
+                        for k in ("count", "opportunities", "rate")
+                    },
+                    "card": profile.get("card"),
+                },
+            }
+        )
+    manifest = {
+        "schema_version": SCHEMA_VERSION,
+        "name": name,
+        "pool_id": pool_id([e["hash"] for e in entries]),
+        "harnessctl_version": __version__,
+        "created_at": round(time.time()),
+        "policy": policy_id,
+        "suite": suite,
+        "harnesses": sorted(entries, key=lambda e: (e["role"] != "base", e["name"])),
+        "router": router or DEFAULT_ROUTER,
+    }
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_checksums(tmp)
+    for spec in specs.values():  # the copy must be what was hashed
+        if load_harness(tmp / "harnesses" / spec.name).hash != spec.hash:
+            raise HarnessctlError(f"{spec.path}: changed while exporting")
+    tmp.rename(out)
+    write_archive(out, out.with_name(out.name + ".tar.gz"))
+    return out
+
+
+def write_archive(src: Path, dest: Path) -> None:
+    """A reproducible tar.gz (sorted names, zero mtimes and owners)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
+        for path in sorted(src.rglob("*")):
+            info = tar.gettarinfo(str(path), arcname=f"{src.name}/{path.relative_to(src)}")
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            if path.is_file():
+                with open(path, "rb") as fh:
+                    tar.addfile(info, fh)
+            else:
+                tar.addfile(info)
+    dest.write_bytes(buf.getvalue())

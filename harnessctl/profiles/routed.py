@@ -1,0 +1,100 @@
+"""Rank-1 routed evaluation: each task runs under the router's first choice.
+
+The base harness runs every (task, seed) first. A task with no failure keeps the base's
+rollouts. A task with failures is routed from the base's failure outcomes and the task's
+category, and the chosen harness re-runs the same seeds; its rollouts replace the base's
+for that task. Both sides therefore report exactly ``rollouts`` rollouts per task, and the
+comparison is paired on (task, seed). The evidence comes from profiles built on another
+split when one exists (``load_profiles(avoid_split=...)``), never from the judged rollouts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..evaluate import EvalRequest, Progress, evaluate
+from ..harness import HarnessSpec
+from ..summary import Summary, summarize
+from .router import route
+from .runner import load_profiles
+from .voting import Voter
+
+
+@dataclass
+class RoutedResult:
+    base: Summary
+    routed: Summary
+    rollouts: int
+    choices: dict[str, str]  # task id -> chosen harness (routed tasks only)
+    extra_rollouts: int  # rollouts the routed harnesses ran (cached or not)
+    profile_splits: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rollouts_per_task": self.rollouts,
+            "base": self.base.to_dict(),
+            "routed": self.routed.to_dict(),
+            "delta": self.routed.success_rate - self.base.success_rate,
+            "routed_tasks": len(self.choices),
+            "choices": dict(sorted(self.choices.items())),
+            "chosen_counts": dict(sorted(Counter(self.choices.values()).items())),
+            "extra_rollouts": self.extra_rollouts,
+            "profile_splits": self.profile_splits,
+        }
+
+
+def routed_eval(
+    request: EvalRequest,
+    pool: list[HarnessSpec],
+    store,
+    *,
+    voters: list[Voter] | None = None,
+    progress: Progress | None = None,
+) -> RoutedResult:
+    """Evaluate ``request.harness`` (the base) and its Rank-1 routed counterpart."""
+    base = request.harness
+    candidates = [s for s in pool if s.hash != base.hash]
+    profiles = load_profiles(
+        store,
+        candidates,
+        policy_id=request.policy.id,
+        suite=request.suite.name,
+        avoid_split=request.split,
+    )
+    base_rows = evaluate(request, store, progress).rows
+    per_task: dict[str, list] = defaultdict(list)
+    for row in base_rows:
+        per_task[row.task_id].append(row)
+    choices: dict[str, str] = {}
+    pairs: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for task_id, rows in per_task.items():
+        failed = [r for r in rows if not r.success]
+        if not failed:
+            continue
+        result = route(
+            profiles,
+            task_id=task_id,
+            category=rows[0].category,
+            failure_outcomes=[r.outcome for r in failed],
+            k=1,
+            voters=voters,
+        )
+        choices[task_id] = result.top[0].name
+        pairs[result.top[0].name] += [(r.task_id, r.seed) for r in rows]
+    by_name = {s.name: s for s in candidates}
+    replaced: dict[tuple[str, int], Any] = {}
+    for name, wanted in sorted(pairs.items()):
+        sub = replace(request, harness=by_name[name], pairs=wanted, command="eval-routed")
+        for row in evaluate(sub, store, progress).rows:
+            replaced[(row.task_id, row.seed)] = row
+    routed_rows = [replaced.get((r.task_id, r.seed), r) for r in base_rows]
+    return RoutedResult(
+        base=summarize(base_rows),
+        routed=summarize(routed_rows),
+        rollouts=request.rollouts,
+        choices=choices,
+        extra_rollouts=len(replaced),
+        profile_splits={n: p["split"] for n, p in sorted(profiles.items())},
+    )

@@ -1,0 +1,164 @@
+"""Profile a pool of harnesses: evaluate (cached), build, write YAML, store; load them back."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import HarnessctlError
+from ..evaluate import EvalRequest, Progress, evaluate
+from ..harness import HarnessSpec, load_harness
+from .build import build_profile, rescue_matrix
+from .card import behavior_card
+
+
+@dataclass
+class PoolProfiles:
+    """What ``profile_pool`` produced: profiles by harness name (base included)."""
+
+    base: str
+    profiles: dict[str, dict[str, Any]]
+    matrix: dict[str, Any]
+    rows: dict[str, list]
+    profile_ids: dict[str, str] = field(default_factory=dict)
+    paths: list[Path] = field(default_factory=list)
+
+
+def lineage_root(spec: HarnessSpec, harnesses_dir: Path) -> HarnessSpec:
+    """Follow ``parent`` in the manifests up to the harness that has none."""
+    seen = {spec.name}
+    while spec.manifest.parent:
+        path = harnesses_dir / spec.manifest.parent
+        if not (path / "harness.yaml").is_file():
+            raise HarnessctlError(
+                f"harness {spec.name}: parent {spec.manifest.parent!r} not found in "
+                f"{harnesses_dir}; pass --base"
+            )
+        spec = load_harness(path)
+        if spec.name in seen:
+            raise HarnessctlError(f"harness {spec.name}: its parent chain has a cycle")
+        seen.add(spec.name)
+    return spec
+
+
+def _ident(spec: HarnessSpec) -> dict[str, Any]:
+    m = spec.manifest
+    return {
+        "name": spec.name,
+        "hash": spec.hash,
+        "parent": m.parent,
+        "direction": m.direction,
+        "description": m.description,
+    }
+
+
+def profile_pool(
+    harnesses: list[HarnessSpec],
+    base: HarnessSpec,
+    template: EvalRequest,
+    store,
+    *,
+    out_dir: Path | None = None,
+    kind: str = "full",
+    extra: dict[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> PoolProfiles:
+    """Evaluate ``base`` and every harness with ``template``'s suite, split, policy, seeds
+    (and task ids, if set), build their profiles and cards, the rescue matrix, record them in
+    the store (each becomes the current profile of its key) and write YAML to ``out_dir``."""
+    from ..store import ProfileRow
+    from .files import write_matrix, write_profile
+
+    specs = {base.name: base}
+    for spec in harnesses:
+        specs.setdefault(spec.name, spec)
+    rows: dict[str, list] = {}
+    for name, spec in specs.items():
+        result = evaluate(replace(template, harness=spec, command="profile"), store, progress)
+        if result.infra_failed:
+            raise HarnessctlError(
+                f"{name}: {len(result.infra_failed)} rollout(s) failed on infrastructure; "
+                "run the command again to retry them"
+            )
+        rows[name] = result.rows
+    policy = {
+        "id": template.policy.id,
+        "model": template.policy.model,
+        "params": dict(sorted(template.policy.params.items())),
+    }
+    suite = {"name": template.suite.name, "id": template.suite.id}
+    profiles: dict[str, dict[str, Any]] = {}
+    for name, spec in specs.items():
+        profiles[name] = build_profile(
+            rows[name],
+            rows[base.name],
+            harness=_ident(spec),
+            base={"name": base.name, "hash": base.hash},
+            policy=policy,
+            suite=suite,
+            split=template.split,
+        )
+        profiles[name]["kind"] = kind
+        if extra:
+            profiles[name].update(extra)
+    for name in specs:
+        profiles[name]["card"] = behavior_card(profiles[name], profiles[base.name])
+    matrix = rescue_matrix(list(profiles.values()))
+    out = PoolProfiles(base.name, profiles, matrix, rows)
+    for name, spec in specs.items():
+        row = store.record_profile(
+            ProfileRow(
+                harness_hash=spec.hash,
+                harness_name=name,
+                policy_id=template.policy.id,
+                suite=template.suite.name,
+                split=template.split,
+                kind=kind,
+                data_json=json.dumps(profiles[name], sort_keys=True),
+                created_at=time.time(),
+            )
+        )
+        out.profile_ids[name] = row.id
+        if out_dir is not None:
+            out.paths.append(write_profile(out_dir, profiles[name]))
+    if out_dir is not None:
+        out.paths.append(
+            write_matrix(
+                out_dir,
+                matrix,
+                policy_id=template.policy.id,
+                suite=template.suite.name,
+                split=template.split,
+            )
+        )
+    return out
+
+
+def load_profiles(
+    store,
+    specs: list[HarnessSpec],
+    *,
+    policy_id: str,
+    suite: str,
+    avoid_split: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The current profile of each harness under ``policy_id`` on ``suite``, by name.
+
+    Among several splits, one other than ``avoid_split`` is preferred (the split being
+    judged should not be the one the evidence came from), then full profiles over
+    re-anchoring samples, then the newest. A harness without a profile is an error.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        rows = store.profiles(harness_hash=spec.hash, policy_id=policy_id, suite=suite)
+        if not rows:
+            raise HarnessctlError(
+                f"no profile of {spec.name} ({spec.hash[:12]}) under policy {policy_id} on "
+                f"suite {suite}: run `harnessctl profile` first"
+            )
+        best = max(rows, key=lambda r: (r.split != avoid_split, r.kind == "full", r.created_at))
+        found[spec.name] = json.loads(best.data_json)
+    return found
