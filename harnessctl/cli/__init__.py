@@ -13,6 +13,7 @@ from . import (
     init_cmd,
     pool_cmd,
     profile_cmd,
+    regress_cmd,
     route_cmd,
     show_cmd,
 )
@@ -41,6 +42,7 @@ app.command("show")(handle_errors(show_cmd.show_command))
 app.command("rollouts")(handle_errors(show_cmd.rollouts_command))
 app.command("init")(handle_errors(init_cmd.init_command))
 app.command("profile")(handle_errors(profile_cmd.profile_command))
+app.command("test")(handle_errors(regress_cmd.test_command))
 app.command("route")(handle_errors(route_cmd.route_command))
 
 

@@ -41,6 +41,16 @@ def _spread(values: list[float]) -> dict[str, float]:
     }
 
 
+def _per_task(rows: list) -> dict[str, list[int]]:
+    """[successes, rollouts] per task: what regression tests compare task by task."""
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        cell = out.setdefault(r.task_id, [0, 0])
+        cell[0] += int(bool(r.success))
+        cell[1] += 1
+    return dict(sorted(out.items()))
+
+
 def by_pair(rows: list) -> dict[tuple[str, int], Any]:
     """Rows keyed by (task id, seed)."""
     return {(r.task_id, r.seed): r for r in rows}
@@ -156,6 +166,7 @@ def build_profile(
             "evidence": rescue_evidence(rows, base_rows) if not is_base else None,
         },
         "regressed_tasks": [] if is_base else regressed_tasks(rows, base_rows),
+        "per_task": _per_task(rows),
     }
 
 
