@@ -14,6 +14,7 @@ from . import (
     pool_cmd,
     profile_cmd,
     regress_cmd,
+    report_cmd,
     route_cmd,
     show_cmd,
 )
@@ -44,6 +45,7 @@ app.command("init")(handle_errors(init_cmd.init_command))
 app.command("profile")(handle_errors(profile_cmd.profile_command))
 app.command("test")(handle_errors(regress_cmd.test_command))
 app.command("route")(handle_errors(route_cmd.route_command))
+app.command("report")(handle_errors(report_cmd.report_command))
 
 
 def main() -> None:

@@ -1,0 +1,77 @@
+"""``harnessctl report``: a self-contained HTML page about the workspace's store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..constants import DEFAULT_POLICY, ENV_POLICY, ENV_STORE_URL
+
+
+def report_command(
+    out: Annotated[Path, typer.Option(help="Where the HTML file goes.")] = Path("report.html"),
+    policy: Annotated[
+        str | None,
+        typer.Option(help="Policy id of the rollouts (default: workspace's).", envvar=ENV_POLICY),
+    ] = None,
+    suite: Annotated[
+        str | None,
+        typer.Option(help="Suite id, name or directory (default: most rollouts)."),
+    ] = None,
+    split: Annotated[str | None, typer.Option(help="Split (default: most rollouts).")] = None,
+    base: Annotated[
+        str | None, typer.Option(help="Base of the rescue matrix (default: lineage root).")
+    ] = None,
+    per_cell: Annotated[int, typer.Option(min=0, help="Rollouts embedded per table cell.")] = 6,
+    max_embedded: Annotated[
+        int, typer.Option(min=0, help="Rollouts embedded in the whole page.")
+    ] = 400,
+    store: Annotated[
+        str | None, typer.Option(help="Store SQLAlchemy URL.", envvar=ENV_STORE_URL)
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Write one HTML file (no network needed to view it): the lineage tree, the profile
+    heatmap, the rescue matrix, costs per harness and per edit, and the trajectories of the
+    rollouts behind every cell."""
+    from ..report import write_report
+    from ..workspace import load_workspace
+    from .render import console
+
+    ws = load_workspace()
+    suite_id = suite
+    if suite is not None and Path(suite).is_dir():
+        from ..suite import load_suite
+
+        suite_id = load_suite(Path(suite)).id
+    result = write_report(
+        ws.open_store(store),
+        ws.harnesses_dir,
+        out,
+        policy_id=policy or ws.config.policy or DEFAULT_POLICY,
+        suite=suite_id,
+        split=split,
+        base=base,
+        per_cell=per_cell,
+        max_embedded=max_embedded,
+    )
+    if as_json:
+        payload = {
+            "path": str(result.path),
+            "bytes": result.bytes,
+            "harnesses": result.harnesses,
+            "policy": result.policy_id,
+            "suite": result.suite,
+            "split": result.split,
+            "embedded": result.embedded,
+        }
+        console().print_json(json.dumps(payload))
+        return
+    console().print(
+        f"wrote {result.path} ({result.bytes / 1024:.0f} KiB): {len(result.harnesses)} "
+        f"harnesses, {result.policy_id} {result.suite} {result.split}, "
+        f"{result.embedded} rollouts embedded"
+    )

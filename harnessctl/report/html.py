@@ -1,0 +1,263 @@
+"""Render :class:`ReportData` as one self-contained HTML page.
+
+Every table cell with rollouts behind it links (``data-cell``) to an entry of the embedded
+JSON blob, which lists at most ``per_cell`` of them; the inline script renders their compact
+trajectories in the page's trajectory section. Nothing is fetched from anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+
+from .assets import CSS, JS
+from .data import ALL, Cell, Node, ReportData, walk
+
+
+def _e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def _color(rate: float) -> str:
+    """Red (0) through yellow to green (1), light enough for dark text."""
+    return f"hsl({round(120 * rate)},62%,80%)"
+
+
+@dataclass
+class Links:
+    """The cells linked so far: id -> title, shown rollout ids, total; and the rows to embed."""
+
+    per_cell: int
+    cells: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rows: list[Any] = field(default_factory=list)
+
+    def add(self, cell: Cell, title: str) -> str:
+        # Failures first: they are what a reader opens a cell for.
+        chosen = sorted(cell.rollouts, key=lambda r: (r.success, r.task_id, r.seed, r.id))
+        chosen = chosen[: self.per_cell]
+        key = f"c{len(self.cells)}"
+        self.cells[key] = {
+            "title": title,
+            "ids": [r.id for r in chosen],
+            "shown": len(chosen),
+            "total": len(cell.rollouts),
+        }
+        self.rows.extend(chosen)
+        return key
+
+
+def _cell_td(links: Links, cell: Cell | None, title: str, *, colored: bool = True) -> str:
+    if cell is None or not cell.attempts:
+        return '<td class="cell empty">&ndash;</td>'
+    key = links.add(cell, title)
+    style = f' style="background:{_color(cell.rate)}"' if colored else ""
+    text = f"{cell.successes}/{cell.attempts}"
+    return (
+        f'<td class="cell"{style} title="{_e(title)}"><a href="#trajectories" '
+        f'data-cell="{key}">{text}</a></td>'
+    )
+
+
+def _lineage(data: ReportData, links: Links, labels: dict[str, str]) -> str:
+    if not data.roots:
+        return '<p class="note">No edits recorded: run <code>harnessctl evolve</code>.</p>'
+
+    def node_html(n: Node) -> str:
+        overall = data.heat.get((n.hash, ALL))
+        rate = ""
+        if overall is not None:
+            key = links.add(overall, f"{labels.get(n.hash, n.name)}: all rollouts")
+            rate = (
+                f' <a href="#trajectories" data-cell="{key}">{100 * overall.rate:.1f}% '
+                f"({overall.successes}/{overall.attempts})</a>"
+            )
+        edge = ""
+        if n.edit is not None:
+            e = n.edit
+            edge = (
+                f'<span class="edge">{_e(e.direction)} &middot; reward {e.reward:+.3f} &middot; '
+                f"+{e.rescues}/{e.batch_size} &minus;{e.regressions}/{e.control_size}"
+                f"{_p(e.p_value)} &middot; r{e.round}</span>"
+            )
+        cls = "node" if n.edit is not None else "node root"
+        head = (
+            f'{edge}<span class="{cls}" data-harness="{_e(n.name)}">{_e(n.name)} '
+            f'<span class="mono meta">{n.hash[:12]}</span>{rate}</span>'
+        )
+        rej = ""
+        if n.not_accepted:
+            items = "".join(
+                f"<li>{_tag(e)} {_e(e.direction)} r{e.round}.{e.attempt}: {_e(e.reason or '')}"
+                f"{_detail(e)}</li>"
+                for e in n.not_accepted
+            )
+            rej = f'<ul class="rej"><li>not accepted from {_e(n.name)}:<ul>{items}</ul></li></ul>'
+        kids = "".join(f"<li>{node_html(c)}</li>" for c in n.children)
+        return head + rej + (f"<ul>{kids}</ul>" if kids else "")
+
+    trees = "".join(f"<li>{node_html(r)}</li>" for r in data.roots)
+    return f'<ul class="tree" id="lineage-tree">{trees}</ul>'
+
+
+def _p(p: float | None) -> str:
+    return "" if p is None else f" &middot; p={p:.3f}"
+
+
+def _tag(e: Any) -> str:
+    return (
+        '<span class="tag ev">evaluated</span>'
+        if e.status == "evaluated"
+        else ('<span class="tag">rejected</span>')
+    )
+
+
+def _detail(e: Any) -> str:
+    if e.status == "evaluated":
+        return (
+            f" (+{e.rescues}/{e.batch_size} &minus;{e.regressions}/{e.control_size}{_p(e.p_value)})"
+        )
+    text = (e.detail or "").strip().splitlines()
+    return f' <span class="mono">{_e(text[0][:160])}</span>' if text else ""
+
+
+def _heatmap(data: ReportData, links: Links) -> str:
+    cols = [*data.categories, ALL]
+    # Break long category names at their hyphens so the table fits the page.
+    head = "".join(f"<th>{_e(c).replace('-', '-<wbr>')}</th>" for c in cols)
+    body = []
+    for label, h in data.harnesses:
+        cells = "".join(_cell_td(links, data.heat.get((h, c)), f"{label} / {c}") for c in cols)
+        body.append(f'<tr data-harness="{_e(label)}"><td class="name">{_e(label)}</td>{cells}</tr>')
+    return (
+        '<div class="scroll"><table id="heatmap-table"><tr><th class="name">harness</th>'
+        f"{head}</tr>{''.join(body)}</table></div>"
+    )
+
+
+def _rescue(data: ReportData, links: Links) -> str:
+    if data.base is None:
+        return '<p class="note">No base harness: no lineage recorded; pass --base.</p>'
+    if (data.base.hash, ALL) not in data.heat:
+        return f'<p class="note">{_e(data.base.name)} has no rollouts in this selection.</p>'
+    if not data.rescue_tasks:
+        return f'<p class="note">{_e(data.base.name)} failed no task on every rollout.</p>'
+    cols = [(label, h) for label, h in data.harnesses]
+    head = "".join(f'<th data-harness="{_e(label)}">{_e(label)}</th>' for label, _ in cols)
+    rows = []
+    rescued: dict[str, int] = {h: 0 for _, h in cols}
+    for task, category, _base_cell in data.rescue_tasks:
+        tds = []
+        for label, h in cols:
+            cell = data.rescue.get((task, h))
+            if cell is not None and cell.successes and h != data.base.hash:
+                rescued[h] += 1
+            tds.append(_cell_td(links, cell, f"{label} on {task}"))
+        rows.append(
+            f'<tr><td class="name mono">{_e(task)}</td><td class="name">{_e(category)}</td>'
+            f"{''.join(tds)}</tr>"
+        )
+    totals = "".join(f"<th>{'base' if h == data.base.hash else rescued[h]}</th>" for _, h in cols)
+    return (
+        f'<p class="note">Tasks on which every rollout of <b>{_e(data.base.name)}</b> failed '
+        f"({len(data.rescue_tasks)}); cell = successes/attempts of each harness on the task. "
+        "Last row: tasks rescued (at least one success).</p>"
+        '<div class="scroll"><table id="rescue-table"><tr><th class="name">task</th>'
+        f'<th class="name">category</th>{head}</tr>{"".join(rows)}'
+        f'<tr><th class="name" colspan="2">tasks rescued</th>{totals}</tr></table></div>'
+    )
+
+
+def _costs(data: ReportData, links: Links) -> str:
+    rows = []
+    for label, h in data.harnesses:
+        c = data.costs.get(h)
+        if c is None:
+            continue
+        per = (c.prompt_tokens + c.completion_tokens) / max(1, c.rollouts)
+        rows.append(
+            f'<tr><td class="name">{_e(label)}</td><td>{c.rollouts}</td><td>{c.model_calls}</td>'
+            f"<td>{c.prompt_tokens}</td><td>{c.completion_tokens}</td><td>{per:.0f}</td>"
+            f"<td>${c.cost_usd:.4f}</td></tr>"
+        )
+    harness_table = (
+        '<table id="cost-harness"><tr><th class="name">harness</th><th>rollouts</th>'
+        "<th>model calls</th><th>prompt tok</th><th>completion tok</th><th>tok/rollout</th>"
+        f"<th>eval cost</th></tr>{''.join(rows)}</table>"
+    )
+    erows = []
+    for e in data.edits:
+        metrics = json.loads(e.metrics_json or "{}")
+        cell = data.edit_cells.get(e.id)
+        judged = (
+            _cell_td(links, cell, f"edit {e.id} ({e.direction}): child on batch+control")
+            if cell is not None
+            else '<td class="cell empty">&ndash;</td>'
+        )
+        erows.append(
+            f'<tr><td class="name mono">{_e(e.id)}</td><td class="name">{_e(e.parent_name)}</td>'
+            f'<td class="name">{_e(e.direction)}</td><td>r{e.round}.{e.attempt}</td>'
+            f'<td class="name">{_e(e.status)}</td><td class="name">{_e(e.editor)}</td>'
+            f"<td>{e.prompt_tokens}</td><td>{e.completion_tokens}</td><td>${e.cost_usd:.4f}</td>"
+            f"<td>{metrics.get('child_eval_tokens', '')}</td>{judged}</tr>"
+        )
+    edit_table = (
+        '<table id="cost-edit"><tr><th class="name">edit</th><th class="name">parent</th>'
+        '<th class="name">direction</th><th>round</th><th class="name">status</th>'
+        '<th class="name">editor</th><th>editor prompt tok</th><th>editor completion tok</th>'
+        "<th>editor cost</th><th>child eval tok</th><th>child judged</th></tr>"
+        f"{''.join(erows)}</table>"
+    )
+    return (
+        f"<h3>Per harness (evaluation, this selection)</h3>{harness_table}"
+        f'<h3>Per edit (editor)</h3><div class="scroll">{edit_table}</div>'
+    )
+
+
+def render(data: ReportData, embed: Any, *, per_cell: int, max_embedded: int) -> str:
+    """The page; ``embed(rows)`` returns compact trajectories by rollout id."""
+    links = Links(per_cell)
+    labels = {h: label for label, h in data.harnesses}
+    for n in walk(data.roots):
+        labels.setdefault(n.hash, n.name)
+    sections = [
+        ("lineage", "Evolution lineage", _lineage(data, links, labels)),
+        ("heatmap", "Profile heatmap: success by task category", _heatmap(data, links)),
+        ("rescue", "Rescue matrix", _rescue(data, links)),
+        ("cost", "Cost", _costs(data, links)),
+    ]
+    unique = list({r.id: r for r in links.rows}.values())[:max_embedded]
+    payload = {"cells": links.cells, "rollouts": embed(unique)}
+    # "</" would end the script element early; JSON allows escaping the slash.
+    blob = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
+    sel = data.selection
+    base_name = data.base.name if data.base else "-"
+    others = "; ".join(
+        f"{s.policy_id} {s.suite} {s.split} ({n})" for s, n in data.available if s != sel
+    )
+    body = "".join(f'<section id="{i}"><h2>{t}</h2>{html}</section>' for i, t, html in sections)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>harnessctl report: {_e(sel.suite)} {_e(sel.split)}</title><style>{CSS}</style></head>
+<body><main>
+<h1>harnessctl report</h1>
+<div class="meta">policy <b>{_e(sel.policy_id)}</b> &middot; suite <b>{_e(sel.suite)}</b>
+ &middot; split <b>{_e(sel.split)}</b> &middot; base <b>{_e(base_name)}</b>
+ &middot; {len(data.harnesses)} harnesses &middot; {len(data.edits)} edits</div>
+<div class="note">Other selections in the store (pick with --policy/--suite/--split):
+ {_e(others or "none")}. Edge label: direction &middot; same-batch reward &middot;
+ rescues/batch &minus;regressions/control &middot; sign-test p &middot; round. Click any
+ cell or rate to see the rollouts behind it below.</div>
+{body}
+<section id="trajectories"><h2>Trajectories</h2>
+<div class="note">At most {per_cell} rollouts per cell (failures first) and {max_embedded}
+ rollouts in the whole page are embedded ({len(payload["rollouts"])} here), each text clipped;
+ <code>harnessctl show ID</code> prints a full trajectory.</div>
+<div id="traj-title">Click a cell above.</div><div id="traj-list"></div></section>
+</main>
+<script type="application/json" id="report-data">{blob}</script>
+<script>{JS}</script>
+</body></html>
+"""

@@ -1,0 +1,207 @@
+"""`harnessctl report` on a workspace with evolved siblings: the page's structure and numbers
+against the store, no external resources, and a render in headless Chromium (screenshot kept
+as test output; copied to test-output/report.png when HARNESSCTL_TEST_OUTPUT is set)."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from harnessctl.workspace import init_workspace, load_workspace
+
+DIRECTIONS = ["execution-recovery", "context-construction", "observation-shaping"]
+CHROMIUM = "/usr/bin/chromium"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cli(ws, *args, timeout=600):
+    env = {**os.environ, "HARNESSCTL_WORKSPACE": str(ws)}
+    return subprocess.run(
+        [sys.executable, "-m", "harnessctl.cli", *args],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def record_rejected_edit(ws):
+    """A rejected proposal as evolve records one: the report must list it under its parent."""
+    from harnessctl.store import EditRow
+
+    store = load_workspace(ws).open_store()
+    first = store.edits()[0]
+    store.record_edit(
+        EditRow(
+            edit_key="test-rejected",
+            evolve_id=first.evolve_id,
+            parent_hash=first.parent_hash,
+            parent_name=first.parent_name,
+            direction="termination",
+            round=1,
+            attempt=0,
+            editor="rules",
+            prompt="p",
+            response="r",
+            status="rejected",
+            reason="does_not_apply",
+            detail="SEARCH block 1 not found in harness.py",
+            created_at=time.time(),
+        )
+    )
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def evolved(tmp_path_factory):
+    ws = tmp_path_factory.mktemp("report") / "ws"
+    init_workspace(ws)
+    args = ["evolve", "dbbench-base", "--split", "train", "--rounds", "1", "--rollouts", "2"]
+    proc = cli(ws, *args, "--directions", ",".join(DIRECTIONS), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{") :])
+    record_rejected_edit(ws)
+    out = ws / "out" / "report.html"
+    proc = cli(ws, "report", "--out", str(out), "--per-cell", "3", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return ws, result, out, json.loads(proc.stdout)
+
+
+class Ids(HTMLParser):
+    """Text under each element with an id, and every src/href value."""
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.text, self.refs = [], {}, []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.refs += [v for k, v in attrs.items() if k in ("src", "href") and v]
+        if tag not in ("br", "meta", "wbr", "link", "img", "input"):
+            self.stack.append(attrs.get("id"))
+            if attrs.get("id"):
+                self.text.setdefault(attrs["id"], "")
+
+    def handle_endtag(self, tag):
+        if tag not in ("br", "meta", "wbr", "link", "img", "input") and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data):
+        for i in self.stack:
+            if i:
+                self.text[i] += data
+
+
+def parse(html):
+    p = Ids()
+    p.feed(html)
+    return p
+
+
+def test_report_shows_lineage_heatmap_rescues_and_costs(evolved):
+    ws, result, out, summary = evolved
+    html = out.read_text(encoding="utf-8")
+    page = parse(html)
+    names = ["dbbench-base", *(v["name"] for v in result["best"].values())]
+    assert len(names) == 4 and summary["harnesses"] == names  # lineage order
+    assert (summary["split"], summary["policy"]) == ("train", "sim/dbbench")
+    for name in names:
+        assert name in page.text["lineage-tree"]
+        assert name in page.text["heatmap-table"]
+        assert name in page.text["rescue-table"]
+        assert name in page.text["cost-harness"]
+    for direction in DIRECTIONS:  # each edge carries its direction and reward
+        edit = next(e for e in result["edits"] if e["direction"] == direction)
+        assert f"{direction} · reward {edit['reward']:+.3f}" in page.text["lineage-tree"]
+    # The rejected proposal hangs on its parent with its reason.
+    assert re.search(r"rejected\s+termination r1\.0: does_not_apply", page.text["lineage-tree"])
+    # No resource from anywhere else: every reference stays in the page.
+    assert all(ref.startswith("#") for ref in page.refs), page.refs
+    assert not re.search(r"https?://|url\(|@import", html.split('id="report-data"')[0])
+
+
+def test_report_cells_match_the_store_and_embed_capped_trajectories(evolved):
+    ws, result, out, summary = evolved
+    html = out.read_text(encoding="utf-8")
+    blob = re.search(r'id="report-data">(.*?)</script>', html, re.S).group(1)
+    data = json.loads(blob)
+    store = load_workspace(ws).open_store()
+    rows = [r for r in store.rollouts(split="train") if r.policy_id == "sim/dbbench"]
+    base_hash = store.edits()[0].parent_hash
+    base_rows = [r for r in rows if r.harness_hash == base_hash]
+    ok = sum(r.success for r in base_rows)
+    cell = next(c for c in data["cells"].values() if c["title"] == "dbbench-base / all")
+    assert cell["total"] == len(base_rows) and cell["shown"] == 3
+    assert f"{ok}/{len(base_rows)}" in parse(html).text["heatmap-table"]
+    # Rescue rows are exactly the tasks on which every base rollout failed.
+    by_task = {}
+    for r in base_rows:
+        by_task.setdefault(r.task_id, []).append(r.success)
+    all_failed = sorted(t for t, s in by_task.items() if not any(s))
+    shown = re.findall(r'<td class="name mono">(dev-\d+)</td>', html.split('id="rescue-table"')[1])
+    assert sorted(shown) == all_failed
+    assert summary["embedded"] == len(data["rollouts"])
+    for c in data["cells"].values():
+        assert len(c["ids"]) <= 3 and set(c["ids"]) <= set(data["rollouts"])
+    sample = data["rollouts"][cell["ids"][0]]
+    assert not sample["success"] and sample["messages"] and sample["turns"]  # failures first
+    assert sample["messages"][0]["role"] == "system"
+
+
+def test_report_refuses_an_unknown_selection(evolved):
+    ws, _, _, _ = evolved
+    proc = cli(ws, "report", "--out", str(ws / "x.html"), "--split", "nosuch", timeout=120)
+    assert proc.returncode == 1
+    assert "no rollouts for sim/dbbench nosuch" in proc.stderr and "train" in proc.stderr
+    assert not (ws / "x.html").exists()
+
+
+def chromium(tmp_path, *args):
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        *args,
+    ]
+    proc = subprocess.run(cmd, capture_output=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.decode("utf-8")
+
+
+def test_report_renders_in_headless_chromium(evolved, tmp_path):
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing on CI (.ci/run installs Debian's chromium)")
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    ws, result, out, summary = evolved
+    url = out.resolve().as_uri()
+    shot = tmp_path / "report.png"
+    chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,2000", url)
+    png = shot.read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 50_000  # a page, not a blank
+    if os.environ.get("HARNESSCTL_TEST_OUTPUT"):
+        (REPO / "test-output").mkdir(exist_ok=True)
+        shutil.copyfile(shot, REPO / "test-output" / "report.png")
+    dom = parse(chromium(tmp_path, "--dump-dom", url))
+    for name in summary["harnesses"]:
+        for section in ("lineage-tree", "heatmap-table", "rescue-table"):
+            assert name in dom.text[section], (name, section)
+    # The inline script runs: a #cell= link renders that cell's trajectories.
+    opened = chromium(tmp_path, "--dump-dom", f"{url}#cell=c0")
+    assert 'data-shown="c0"' in opened and opened.count('class="rollout"') >= 1
+    assert "dbbench-base: all rollouts" in opened
