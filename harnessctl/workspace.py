@@ -57,6 +57,16 @@ class Workspace:
         url = override or os.environ.get(ENV_STORE_URL) or self.config.store_url
         return url or f"sqlite:///{self.state_dir / 'store.db'}"
 
+    def load_suite(self, suite: str | None = None):
+        """The suite at ``suite`` (a path, or relative to the workspace), else the default."""
+        from .suite import load_suite
+
+        chosen = suite or self.config.suite
+        if chosen is None:
+            raise ConfigError("--suite", "pass --suite (or set suite: in harnessctl.yaml)")
+        path = Path(chosen)
+        return load_suite(path if path.exists() else self.root / chosen)
+
     def open_store(self, url: str | None = None):
         from .store import Store
 

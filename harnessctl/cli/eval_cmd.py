@@ -77,7 +77,6 @@ def eval_command(
     from ..harness import load_harness
     from ..policy import Policy, parse_params
     from ..sandbox import Limits
-    from ..suite import load_suite
     from ..workspace import load_workspace
     from .progress import rollout_progress
     from .render import console, err_console
@@ -85,12 +84,7 @@ def eval_command(
 
     ws = load_workspace()
     spec = load_harness(resolve_harness(ws, harness))
-    suite_path = suite or ws.config.suite
-    if suite_path is None:
-        raise typer.BadParameter("pass --suite (or set suite: in harnessctl.yaml)")
-    loaded_suite = load_suite(
-        Path(suite_path) if Path(suite_path).exists() else ws.root / suite_path
-    )
+    loaded_suite = ws.load_suite(suite)
     request = EvalRequest(
         harness=spec,
         suite=loaded_suite,

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -58,7 +57,6 @@ def evolve_command(
     from ..harness import load_harness
     from ..policy import Policy, parse_params
     from ..sandbox import Limits
-    from ..suite import load_suite
     from ..workspace import load_workspace
     from .evolve_view import render_evolve
     from .progress import rollout_progress
@@ -66,10 +64,7 @@ def evolve_command(
 
     ws = load_workspace()
     spec = load_harness(resolve_harness(ws, base))
-    suite_path = suite or ws.config.suite
-    if suite_path is None:
-        raise typer.BadParameter("pass --suite (or set suite: in harnessctl.yaml)")
-    loaded = load_suite(Path(suite_path) if Path(suite_path).exists() else ws.root / suite_path)
+    loaded = ws.load_suite(suite)
     chosen = select(
         directions.split(",") if directions else None, catalogue(spec.manifest.env, ws.root)
     )

@@ -35,15 +35,11 @@ def export_pool_command(
     from ..policy import Policy, parse_params
     from ..pool.export import export_pool
     from ..profiles.runner import load_profiles
-    from ..suite import load_suite
     from ..workspace import load_workspace
     from .render import console
 
     ws = load_workspace()
-    suite_path = suite or ws.config.suite
-    if suite_path is None:
-        raise typer.BadParameter("pass --suite (or set suite: in harnessctl.yaml)")
-    loaded = load_suite(Path(suite_path) if Path(suite_path).exists() else ws.root / suite_path)
+    loaded = ws.load_suite(suite)
     pol = Policy(policy or ws.config.policy, parse_params(param or []))
     db = ws.open_store(store)
     base_spec = load_harness(resolve_harness(ws, base))
@@ -108,13 +104,11 @@ def rescue_sim_command(
     from ..policy import Policy, parse_params
     from ..pool import Pool
     from ..pool.simulate import simulate
-    from ..suite import load_suite
     from ..workspace import load_workspace
     from .render import console
 
     ws = load_workspace()
-    suite_path = suite or ws.config.suite or "examples/dbbench"
-    loaded = load_suite(Path(suite_path) if Path(suite_path).exists() else ws.root / suite_path)
+    loaded = ws.load_suite(suite)
     pol = Policy(policy or ws.config.policy, parse_params(param or []))
     with Pool.load(pool_dir, sandbox=sandbox) as pool:
         report = simulate(

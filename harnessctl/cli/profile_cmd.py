@@ -17,12 +17,8 @@ from .render import pct
 
 def load_suite_arg(ws, suite: str | None):
     """The suite named by --suite, or the workspace's."""
-    from ..suite import load_suite
 
-    suite_path = suite or ws.config.suite
-    if suite_path is None:
-        raise typer.BadParameter("pass --suite (or set suite: in harnessctl.yaml)")
-    return load_suite(Path(suite_path) if Path(suite_path).exists() else ws.root / suite_path)
+    return ws.load_suite(suite)
 
 
 def profile_command(

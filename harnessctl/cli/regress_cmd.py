@@ -47,129 +47,88 @@ def test_command(
     from ..errors import HarnessctlError
     from .render import err_console
 
-    try:
-        code = _run(
-            harnesses,
-            suite,
-            baseline,
-            split,
-            policy,
-            param,
-            seed_offset,
-            min_drop,
-            category_min_drop,
-            fail_on_flips,
-            junit,
-            update_baseline,
-            rollouts,
-            workers,
-            sandbox,
-            store,
-            as_json,
+    def run() -> int:
+        from ..evaluate import EvalRequest, evaluate
+        from ..harness import load_harness
+        from ..policy import Policy, parse_params
+        from ..profiles.runner import lineage_root, profile_pool
+        from ..regress import baseline_path, compare, junit_xml, load_baseline
+        from ..workspace import load_workspace
+        from .render import console, err_console
+
+        ws = load_workspace()
+        loaded = ws.load_suite(suite)
+        pol = Policy(policy or ws.config.policy, parse_params(param or []))
+        root = baseline if baseline.is_absolute() else ws.root / baseline
+        if harnesses:
+            specs = [load_harness(resolve_harness(ws, h)) for h in harnesses]
+        else:
+            specs = [
+                load_harness(p)
+                for p in sorted(ws.harnesses_dir.iterdir())
+                if (p / "harness.yaml").is_file() and (root / p.name).is_dir()
+            ]
+        if not specs:
+            raise typer.BadParameter(f"no harness has a baseline under {root}")
+        db = ws.open_store(store)
+        template = EvalRequest(
+            harness=specs[0],
+            suite=loaded,
+            split=split or "train",
+            policy=pol,
+            rollouts=rollouts,
+            workers=workers or ws.config.workers,
+            sandbox=sandbox or ws.config.sandbox,
+            command="test",
         )
+        if update_baseline:
+            base = lineage_root(specs[0], ws.harnesses_dir)
+            profiled = profile_pool(specs, base, template, db, out_dir=root)
+            for path in profiled.paths:
+                console().print(f"wrote {path}")
+            return 0
+        checks = []
+        for spec in specs:
+            path = baseline_path(root, spec.name, pol.id, loaded.name, split)
+            data = load_baseline(path)
+            seeds = sorted(int(s) for s in data["seeds"])
+            request = replace(
+                template,
+                harness=spec,
+                split=data["split"],
+                rollouts=len(seeds),
+                seed=seeds[0] + seed_offset,
+            )
+            result = evaluate(request, db)
+            if result.infra_failed:
+                raise typer.Exit(2)
+            checks += compare(
+                spec.name,
+                data,
+                result.rows,
+                min_drop=min_drop,
+                category_min_drop=category_min_drop,
+                fail_on_flips=fail_on_flips,
+            )
+        if junit is not None:
+            junit_xml(checks, junit)
+        failed = [c for c in checks if not c.passed]
+        if as_json:
+            console().print_json(json.dumps([vars(c) for c in checks], default=str))
+        else:
+            for c in checks:
+                if not c.passed:
+                    err_console().print(
+                        f"[red]FAIL[/] {c.harness} {c.name}: {c.message}", soft_wrap=True
+                    )
+                elif c.name in ("overall", "flips"):
+                    console().print(f"ok   {c.harness} {c.name}: {c.message}", soft_wrap=True)
+            console().print(f"{len(checks) - len(failed)} passed, {len(failed)} failed")
+        return 1 if failed else 0
+
+    try:
+        code = run()
     except HarnessctlError as exc:
         err_console().print(f"[bold red]error:[/] {exc}", soft_wrap=True)
         raise typer.Exit(2) from None
     raise typer.Exit(code)
-
-
-def _run(
-    harnesses,
-    suite,
-    baseline,
-    split,
-    policy,
-    param,
-    seed_offset,
-    min_drop,
-    category_min_drop,
-    fail_on_flips,
-    junit,
-    update_baseline,
-    rollouts,
-    workers,
-    sandbox,
-    store,
-    as_json,
-) -> int:
-    from ..evaluate import EvalRequest, evaluate
-    from ..harness import load_harness
-    from ..policy import Policy, parse_params
-    from ..profiles.runner import lineage_root, profile_pool
-    from ..regress import baseline_path, compare, junit_xml, load_baseline
-    from ..suite import load_suite
-    from ..workspace import load_workspace
-    from .render import console, err_console
-
-    ws = load_workspace()
-    suite_path = suite or ws.config.suite
-    if suite_path is None:
-        raise typer.BadParameter("pass --suite (or set suite: in harnessctl.yaml)")
-    loaded = load_suite(Path(suite_path) if Path(suite_path).exists() else ws.root / suite_path)
-    pol = Policy(policy or ws.config.policy, parse_params(param or []))
-    root = baseline if baseline.is_absolute() else ws.root / baseline
-    if harnesses:
-        specs = [load_harness(resolve_harness(ws, h)) for h in harnesses]
-    else:
-        specs = [
-            load_harness(p)
-            for p in sorted(ws.harnesses_dir.iterdir())
-            if (p / "harness.yaml").is_file() and (root / p.name).is_dir()
-        ]
-    if not specs:
-        raise typer.BadParameter(f"no harness has a baseline under {root}")
-    db = ws.open_store(store)
-    template = EvalRequest(
-        harness=specs[0],
-        suite=loaded,
-        split=split or "train",
-        policy=pol,
-        rollouts=rollouts,
-        workers=workers or ws.config.workers,
-        sandbox=sandbox or ws.config.sandbox,
-        command="test",
-    )
-    if update_baseline:
-        base = lineage_root(specs[0], ws.harnesses_dir)
-        profiled = profile_pool(specs, base, template, db, out_dir=root)
-        for path in profiled.paths:
-            console().print(f"wrote {path}")
-        return 0
-    checks = []
-    for spec in specs:
-        path = baseline_path(root, spec.name, pol.id, loaded.name, split)
-        data = load_baseline(path)
-        seeds = sorted(int(s) for s in data["seeds"])
-        request = replace(
-            template,
-            harness=spec,
-            split=data["split"],
-            rollouts=len(seeds),
-            seed=seeds[0] + seed_offset,
-        )
-        result = evaluate(request, db)
-        if result.infra_failed:
-            raise typer.Exit(2)
-        checks += compare(
-            spec.name,
-            data,
-            result.rows,
-            min_drop=min_drop,
-            category_min_drop=category_min_drop,
-            fail_on_flips=fail_on_flips,
-        )
-    if junit is not None:
-        junit_xml(checks, junit)
-    failed = [c for c in checks if not c.passed]
-    if as_json:
-        console().print_json(json.dumps([vars(c) for c in checks], default=str))
-    else:
-        for c in checks:
-            if not c.passed:
-                err_console().print(
-                    f"[red]FAIL[/] {c.harness} {c.name}: {c.message}", soft_wrap=True
-                )
-            elif c.name in ("overall", "flips"):
-                console().print(f"ok   {c.harness} {c.name}: {c.message}", soft_wrap=True)
-        console().print(f"{len(checks) - len(failed)} passed, {len(failed)} failed")
-    return 1 if failed else 0
