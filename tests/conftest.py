@@ -26,6 +26,8 @@ def isolated_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     for key in list(os.environ):
+        if key == "HARNESSCTL_TEST_OUTPUT":  # where tests keep artifacts (screenshots)
+            continue
         if key.startswith("HARNESSCTL_") or key.endswith("_API_KEY"):
             monkeypatch.delenv(key, raising=False)
     yield

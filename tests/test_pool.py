@@ -146,3 +146,18 @@ def test_tampering_is_detected_and_named(exported, tmp_path):
     (tmp_path / "q" / "profiles" / "extra.json").write_text("{}")
     with pytest.raises(PoolIntegrityError, match="extra.json"):
         Pool.load(tmp_path / "q")
+
+
+def test_export_refuses_uncommitted_harness_changes(exported, tmp_path):
+    ws, _, names = exported
+    aux = next(n for n in names if n != "dbbench-base")
+    target = ws / "harnesses" / aux / "prompts" / "system.md"
+    original = target.read_text()
+    target.write_text(original + "\nuncommitted\n")
+    try:
+        proc = cli(ws, "export-pool", "dbbench-base", aux, "--out", tmp_path / "p2", ok=False)
+    finally:
+        target.write_text(original)
+    assert proc.returncode != 0
+    assert "uncommitted changes" in proc.stderr and aux in proc.stderr
+    assert not (tmp_path / "p2").exists()

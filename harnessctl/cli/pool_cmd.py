@@ -33,7 +33,7 @@ def export_pool_command(
     single-file archive. Refuses harnesses with uncommitted changes."""
     from ..harness import load_harness
     from ..policy import Policy, parse_params
-    from ..pool.export import export_pool
+    from ..pool.export import check_committed, export_pool
     from ..profiles.runner import load_profiles
     from ..workspace import load_workspace
     from .render import console
@@ -53,6 +53,7 @@ def export_pool_command(
                 if db.profiles(harness_hash=spec.hash, policy_id=pol.id, suite=loaded.name):
                     specs.append(spec)
     aux = [s for s in specs if s.hash != base_spec.hash]
+    check_committed(ws.root, [base_spec, *aux])  # before profiles: name the real problem
     profiles = load_profiles(db, [base_spec, *aux], policy_id=pol.id, suite=loaded.name)
     path = export_pool(
         name=name,

@@ -42,6 +42,11 @@ def _git_commit(repo_root: Path, path: Path) -> str | None:
     return commits[0].hexsha
 
 
+def check_committed(repo_root: Path, specs: list[HarnessSpec]) -> dict[str, str | None]:
+    """The commit of each harness; a harness with uncommitted changes is an error."""
+    return {spec.name: _git_commit(repo_root, spec.path) for spec in specs}
+
+
 def export_pool(
     *,
     name: str,
@@ -58,13 +63,14 @@ def export_pool(
     if out.exists() and any(out.iterdir()):
         raise HarnessctlError(f"{out}: exists and is not empty")
     specs = {h.name: h for h in [base, *harnesses]}
+    commits = check_committed(repo_root, list(specs.values()))
     entries: list[dict[str, Any]] = []
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "harnesses").mkdir(parents=True)
     (tmp / "profiles").mkdir()
     for hname, spec in specs.items():
-        commit = _git_commit(repo_root, spec.path)
+        commit = commits[hname]
         shutil.copytree(
             spec.path,
             tmp / "harnesses" / hname,
