@@ -8,6 +8,14 @@ SQLite settings and why:
   a deferred transaction that reads and then writes can fail with SQLITE_BUSY at once when
   another writer committed in between, without waiting; IMMEDIATE takes the write lock up
   front, so writers queue on busy_timeout instead.
+
+Any other URL (PostgreSQL: ``postgresql+psycopg://user:pass@host/db``) gets a connection
+pool sized for a worker pool of threads: ``POOL_SIZE`` kept-open connections plus up to
+``MAX_OVERFLOW`` extra ones under load, each checked with a ping before use
+(``pool_pre_ping``) so a connection the server dropped is replaced instead of failing a
+write, and recycled after ``POOL_RECYCLE_S`` so idle-timeout proxies never hand back a dead
+one. Concurrent writers need no lock there: the database's own unique constraints decide
+races (see ``Store.record_rollout``).
 """
 
 from __future__ import annotations
@@ -20,6 +28,10 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.pool import StaticPool
 
 BUSY_TIMEOUT_MS = 30_000
+POOL_SIZE = 10
+MAX_OVERFLOW = 20
+POOL_TIMEOUT_S = 30
+POOL_RECYCLE_S = 1800
 _WRITE_OPTION = "harnessctl_write"
 
 
@@ -36,7 +48,7 @@ def create_store_engine(url: str | URL) -> Engine:
     """Create the engine for ``url``; SQLite gets the settings described in this module."""
     parsed = make_url(url)
     if not is_sqlite(parsed):
-        return create_engine(parsed, pool_pre_ping=True)
+        return create_engine(parsed, **pool_options())
     kwargs: dict[str, Any] = {
         "connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}
     }
@@ -49,6 +61,17 @@ def create_store_engine(url: str | URL) -> Engine:
     event.listen(engine, "connect", _sqlite_on_connect)
     event.listen(engine, "begin", _sqlite_on_begin)
     return engine
+
+
+def pool_options() -> dict[str, Any]:
+    """Connection-pool settings for server databases (everything but SQLite)."""
+    return {
+        "pool_size": POOL_SIZE,
+        "max_overflow": MAX_OVERFLOW,
+        "pool_timeout": POOL_TIMEOUT_S,
+        "pool_recycle": POOL_RECYCLE_S,
+        "pool_pre_ping": True,
+    }
 
 
 def writer(engine: Engine) -> Engine:

@@ -3,8 +3,9 @@
 Each migration runs in its own transaction together with the row that records it in
 ``harnessctl_migrations``, so a migration is either applied and recorded or neither.
 Concurrent openers are tolerated: on SQLite the write transaction serialises them and the
-applied set is re-read inside it; elsewhere a loser fails on the primary key of
-``harnessctl_migrations`` (or on the DDL itself), rolls back, and re-checks that the
+applied set is re-read inside it; on PostgreSQL a transaction-scoped advisory lock does the
+same (DDL is transactional there too). On any other database a loser fails on the primary
+key of ``harnessctl_migrations`` (or on the DDL itself), rolls back, and re-checks that the
 winner applied the migration.
 """
 
@@ -31,6 +32,8 @@ _BOOTSTRAP = (
     "number INTEGER NOT NULL, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL, "
     "PRIMARY KEY (number))"
 )
+# pg_advisory_xact_lock key serialising migrations across processes ("hxmigrat" as bytes).
+PG_MIGRATION_LOCK = 0x68786D6967726174
 _FILE_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
@@ -97,9 +100,16 @@ def migrate(engine: Engine, migrations: list[Migration] | None = None) -> list[i
     return applied
 
 
+def _serialise(conn: Connection) -> None:
+    """Make concurrent migrators queue for this transaction (SQLite: BEGIN IMMEDIATE did)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK})
+
+
 def _bootstrap(engine: Engine, where: str) -> None:
     try:
         with writer(engine).begin() as conn:
+            _serialise(conn)
             conn.exec_driver_sql(_BOOTSTRAP)
     except DBAPIError as exc:
         # A concurrent opener may have created it between IF NOT EXISTS and CREATE.
@@ -114,6 +124,7 @@ def _apply(engine: Engine, migration: Migration, where: str) -> bool:
     label = f"{migration.number:04d}_{migration.name}"
     try:
         with writer(engine).begin() as conn:
+            _serialise(conn)
             if migration.number in applied_numbers(conn):
                 return False
             for statement in migration.statements:
