@@ -5,25 +5,21 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import random
 import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import inspect, text
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from harnessctl.constants import ENV_STORE_URL
 from harnessctl.errors import HarnessctlError
-from harnessctl.store import AttemptRow, HarnessRow, ModelCallRow, RolloutRow, RunRow, Store
+from harnessctl.store import AttemptRow, ModelCallRow, RolloutRow, Store
 from harnessctl.store.engine import create_store_engine
-from harnessctl.store.migrate import MIGRATIONS_TABLE, load_migrations, migrate
-from harnessctl.store.models import TABLE_MODELS
+from harnessctl.store.migrate import MIGRATIONS_TABLE, load_migrations
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -82,46 +78,11 @@ def test_import_does_not_load_sqlalchemy() -> None:
     assert out.strip() == "[]"
 
 
-def test_migrations_applied_once_and_reopen_is_noop(tmp_path: Path) -> None:
-    Store.for_workspace(tmp_path).close()
-    first = db_rows(tmp_path, f"SELECT number, name, applied_at FROM {MIGRATIONS_TABLE}")
-    assert [(n, name) for n, name, _ in first] == [(1, "initial"), (2, "edits"), (3, "profiles")]
-    Store.for_workspace(tmp_path).close()
-    assert db_rows(tmp_path, f"SELECT number, name, applied_at FROM {MIGRATIONS_TABLE}") == first
-    engine = create_store_engine(f"sqlite:///{tmp_path / '.harnessctl' / 'store.db'}")
-    assert migrate(engine) == []
-    engine.dispose()
-
-
 def write_migrations(folder: Path, files: dict[str, str]) -> Path:
     folder.mkdir()
     for name, sql in files.items():
         (folder / name).write_text(sql)
     return folder
-
-
-def test_new_migrations_apply_in_order_and_only_once(tmp_path: Path) -> None:
-    folder = write_migrations(
-        tmp_path / "m",
-        {
-            "0001_one.sql": "-- a comment; with a semicolon\nCREATE TABLE a (id TEXT NOT NULL);\n",
-            "0002_two.sql": "ALTER TABLE a ADD COLUMN x INTEGER;\nCREATE TABLE b (id TEXT);",
-        },
-    )
-    migrations = load_migrations(folder)
-    assert [(m.number, m.name, len(m.statements)) for m in migrations] == [
-        (1, "one", 1),
-        (2, "two", 2),
-    ]
-    engine = create_store_engine(f"sqlite:///{tmp_path / 'x.db'}")
-    assert migrate(engine, migrations[:1]) == [1]
-    assert migrate(engine, migrations) == [2]
-    assert migrate(engine, migrations) == []
-    assert {c["name"] for c in inspect(engine).get_columns("a")} == {"id", "x"}
-    # A database migrated by a newer harnessctl is refused, not silently used.
-    with pytest.raises(HarnessctlError, match=r"migrations \[2\].*upgrade"):
-        migrate(engine, migrations[:1])
-    engine.dispose()
 
 
 def test_migration_numbering_gaps_are_rejected(tmp_path: Path) -> None:
@@ -132,61 +93,11 @@ def test_migration_numbering_gaps_are_rejected(tmp_path: Path) -> None:
         load_migrations(folder)
 
 
-def test_failed_migration_rolls_back_entirely(tmp_path: Path) -> None:
-    folder = write_migrations(
-        tmp_path / "m", {"0001_bad.sql": "CREATE TABLE good (id TEXT);\nCREATE TABLE broken (;\n"}
-    )
-    engine = create_store_engine(f"sqlite:///{tmp_path / 'x.db'}")
-    with pytest.raises(HarnessctlError, match="migration 0001_bad failed"):
-        migrate(engine, load_migrations(folder))
-    # DDL is transactional: the first statement is undone and nothing is recorded.
-    assert not inspect(engine).has_table("good")
-    with engine.connect() as conn:
-        assert conn.execute(text(f"SELECT count(*) FROM {MIGRATIONS_TABLE}")).scalar() == 0
-    engine.dispose()
-
-
 def python_type(sql_type: TypeEngine) -> type:
     # sqlmodel's AutoString is a TypeDecorator whose own python_type is ``object``.
     if isinstance(sql_type, TypeDecorator):
         sql_type = sql_type.impl_instance
     return sql_type.python_type
-
-
-def test_migrated_schema_equals_table_models(store: Store, tmp_path: Path) -> None:
-    engine = create_store_engine(store.url)
-    insp = inspect(engine)
-    assert set(insp.get_table_names()) == {t.__tablename__ for t in TABLE_MODELS} | {
-        MIGRATIONS_TABLE
-    }
-    for model in TABLE_MODELS:
-        table = model.__table__  # type: ignore[attr-defined]
-        name = table.name
-        declared = {c.name: (c.nullable, python_type(c.type)) for c in table.columns}
-        migrated = {
-            c["name"]: (c["nullable"], python_type(c["type"])) for c in insp.get_columns(name)
-        }
-        assert migrated == declared, name
-        assert insp.get_pk_constraint(name)["constrained_columns"] == [
-            c.name for c in table.primary_key.columns
-        ]
-        declared_ix = {
-            (ix.name, tuple(c.name for c in ix.columns), bool(ix.unique)) for ix in table.indexes
-        }
-        migrated_ix = {
-            (ix["name"], tuple(ix["column_names"]), bool(ix["unique"]))
-            for ix in insp.get_indexes(name)
-        }
-        assert migrated_ix == declared_ix, name
-        declared_fk = {
-            (fk.parent.name, fk.column.table.name, fk.column.name) for fk in table.foreign_keys
-        }
-        migrated_fk = {
-            (fk["constrained_columns"][0], fk["referred_table"], fk["referred_columns"][0])
-            for fk in insp.get_foreign_keys(name)
-        }
-        assert migrated_fk == declared_fk, name
-    engine.dispose()
 
 
 def test_sqlite_runs_in_wal_with_busy_timeout_and_foreign_keys(store: Store) -> None:
@@ -231,70 +142,12 @@ def test_in_memory_store_works(tmp_path: Path) -> None:
 # --- rollouts ---
 
 
-def test_record_and_lookup_roundtrip(store: Store, tmp_path: Path) -> None:
-    calls = [
-        ModelCallRow(idx=i, model="sim/dbbench", prompt_tokens=10 * i, reply=f"r{i}")
-        for i in (2, 0, 1)
-    ]
-    row = store.record_rollout(make_rollout("k1", cost_usd=0.25), calls, {"steps": ["a"]})
-    assert row.trajectory_path == f"{row.id[:2]}/{row.id}.json.gz"
-    got = store.get_by_cache_keys(["k1", "missing"])
-    assert list(got) == ["k1"]
-    assert (got["k1"].id, got["k1"].success, got["k1"].cost_usd, got["k1"].seed) == (
-        row.id,
-        True,
-        0.25,
-        7,
-    )
-    stored_calls = store.calls(row.id)
-    assert [(c.id, c.idx, c.rollout_id, c.reply) for c in stored_calls] == [
-        (f"{row.id}:{i}", i, row.id, f"r{i}") for i in (0, 1, 2)
-    ]
-
-
-def test_same_cache_key_twice_keeps_one_row_and_one_file(store: Store, tmp_path: Path) -> None:
-    first = store.record_rollout(make_rollout("k1"), [ModelCallRow(idx=0)], {"v": 1})
-    second = store.record_rollout(
-        make_rollout("k1", outcome="wrong_answer"), [ModelCallRow(idx=0)], {"v": 2}
-    )
-    assert second.id == first.id and second.outcome == "success"
-    assert [r.id for r in store.rollouts()] == [first.id]
-    assert len(store.calls(first.id)) == 1
-    assert trajectory_files(tmp_path) == [
-        tmp_path / ".harnessctl/trajectories" / first.trajectory_path
-    ]
-    assert store.trajectory(second) == {"v": 1}
-
-
-def test_batch_lookup_spans_many_chunks(store: Store) -> None:
-    for key in ("a", "b", "c"):
-        store.record_rollout(make_rollout(key), [], {})
-    keys = [f"absent{i}" for i in range(1200)] + ["c", "a", "b", "a"]
-    assert sorted(store.get_by_cache_keys(keys)) == ["a", "b", "c"]
-    assert store.get_by_cache_keys([]) == {}
-
-
 def test_rows_stay_readable_after_store_closes(tmp_path: Path) -> None:
     with Store.for_workspace(tmp_path) as opened:
         opened.record_rollout(make_rollout("k", task_id="t9"), [ModelCallRow(idx=0)], {})
         rows = opened.rollouts()
         calls = opened.calls(rows[0].id)
     assert (rows[0].task_id, rows[0].outcome, calls[0].idx) == ("t9", "success", 0)
-
-
-def test_failed_insert_leaves_no_row_and_no_file(store: Store, tmp_path: Path) -> None:
-    broken = make_rollout("k")
-    broken.outcome = None  # type: ignore[assignment]  # violates NOT NULL
-    with pytest.raises(Exception, match="NOT NULL"):
-        store.record_rollout(broken, [], {"v": 1})
-    assert store.rollouts() == [] and trajectory_files(tmp_path) == []
-
-
-def test_reused_id_under_another_key_is_refused(store: Store) -> None:
-    first = store.record_rollout(make_rollout("k1"), [], {"v": 1})
-    with pytest.raises(HarnessctlError, match=f"{first.id} is already recorded under cache key k1"):
-        store.record_rollout(make_rollout("k2", id=first.id), [], {"v": 2})
-    assert store.trajectory(first) == {"v": 1}
 
 
 def test_prefix_lookup(store: Store) -> None:
@@ -310,18 +163,6 @@ def test_prefix_lookup(store: Store) -> None:
         store.rollout("ab_d")  # LIKE wildcards in the prefix are literal
     with pytest.raises(HarnessctlError, match="at least 4 characters"):
         store.rollout("abc")
-
-
-def test_rollout_filters(store: Store) -> None:
-    store.record_rollout(make_rollout("k1", harness_hash="h1", split="dev", run_id="r1"), [], {})
-    store.record_rollout(make_rollout("k2", harness_hash="h2", split="dev", run_id="r1"), [], {})
-    store.record_rollout(make_rollout("k3", harness_hash="h2", split="test", run_id="r2"), [], {})
-    keys = lambda rows: [r.cache_key for r in rows]  # noqa: E731
-    assert keys(store.rollouts(harness_hash="h2")) == ["k2", "k3"]
-    assert keys(store.rollouts(harness_hash="h2", split="dev")) == ["k2"]
-    assert keys(store.rollouts(run_id="r1")) == ["k1", "k2"]
-    assert keys(store.rollouts(task_id="task-k3", policy_id="sim/dbbench")) == ["k3"]
-    assert keys(store.rollouts(suite="other")) == []
 
 
 # --- trajectories ---
@@ -356,45 +197,6 @@ def test_damaged_trajectory_names_the_file(store: Store, tmp_path: Path, damage,
 # --- runs, harnesses, attempts ---
 
 
-def test_run_lifecycle(store: Store) -> None:
-    run = store.start_run(
-        RunRow(
-            command="evaluate",
-            suite="dbbench",
-            split="dev",
-            policy_id="sim/dbbench",
-            params_json='{"n": 3}',
-        )
-    )
-    assert store.run(run.id).status == "running" and store.run(run.id).finished_at is None
-    store.finish_run(run.id, "done", {"success": 0.5})
-    done = store.run(run.id)
-    assert (done.status, json.loads(done.summary_json or "")) == ("done", {"success": 0.5})
-    assert done.finished_at is not None and done.finished_at >= done.started_at
-    with pytest.raises(HarnessctlError, match="'finished' is not one of running, done"):
-        store.finish_run(run.id, "finished", None)
-    with pytest.raises(HarnessctlError, match="no run with id 'nope'"):
-        store.finish_run("nope", "failed", None)
-
-
-def test_upsert_harness_updates_in_place(store: Store, tmp_path: Path) -> None:
-    store.upsert_harness(
-        HarnessRow(hash="h1", name="base", path="harnesses/base", created_at=100.0)
-    )
-    store.upsert_harness(
-        HarnessRow(
-            hash="h1",
-            name="renamed",
-            path="harnesses/r",
-            manifest_json='{"a": 1}',
-            created_at=200.0,
-        )
-    )
-    assert db_rows(tmp_path, "SELECT hash, name, path, manifest_json, created_at FROM harness") == [
-        ("h1", "renamed", "harnesses/r", '{"a": 1}', 100.0)
-    ]
-
-
 def test_attempts_are_kept(store: Store) -> None:
     store.record_attempt(
         AttemptRow(
@@ -411,40 +213,6 @@ def test_attempts_are_kept(store: Store) -> None:
 
 
 # --- concurrency ---
-
-
-def test_threads_racing_on_the_same_keys(store: Store, tmp_path: Path) -> None:
-    keys = [f"k{i}" for i in range(30)]
-    barrier = threading.Barrier(6)
-    results: list[dict[str, str]] = []
-    errors: list[BaseException] = []
-
-    def worker(seed: int) -> None:
-        order = keys[:]
-        random.Random(seed).shuffle(order)
-        got: dict[str, str] = {}
-        try:
-            barrier.wait()
-            for key in order:
-                row = store.record_rollout(make_rollout(key), [ModelCallRow(idx=0)], {"k": key})
-                got[key] = row.id
-        except BaseException as exc:  # surfaced below: a thread cannot fail the test itself
-            errors.append(exc)
-        results.append(got)
-
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
-    rows = store.rollouts()
-    assert sorted(r.cache_key for r in rows) == sorted(keys)
-    ids = {r.cache_key: r.id for r in rows}
-    assert all(got == ids for got in results)  # every thread was handed the winning row
-    assert len(trajectory_files(tmp_path)) == 30  # losers' files were removed
-    assert all(store.trajectory(r) == {"k": r.cache_key} for r in rows)
-    assert db_rows(tmp_path, "SELECT count(*) FROM model_call") == [(30,)]
 
 
 WRITER = textwrap.dedent("""
