@@ -39,35 +39,47 @@ SYNTAX = block("harness.py", ANCHOR, "        return messages +\n")
 CRASH = block("harness.py", ANCHOR, "        raise RuntimeError('editor broke it')\n")
 
 
-@pytest.fixture
-def engine_for(workspace):
+def evolve_engine(workspace, directions, editor, **options):
+    """An Engine over the test split of a git-initialised copy of the example workspace."""
     (workspace / ".gitignore").write_text(".harnessctl/\n")
     ensure_repo(workspace, message="workspace")
     ws = load_workspace(workspace)
+    base = load_harness(ws.harnesses_dir / "dbbench-base")
+    evaluation = EvalRequest(
+        harness=base,
+        suite=load_suite(ws.root / "examples" / "dbbench"),
+        split="test",
+        policy=Policy("sim/dbbench"),
+        rollouts=1,
+        workers=2,
+        limits=Limits(timeout_s=20),
+    )
+    catalog = catalogue()
+    request = EvolveRequest(
+        base=base,
+        eval=evaluation,
+        directions=[catalog[d] for d in directions],
+        editor=editor,
+        batch_size=4,
+        control_size=4,
+        **options,
+    )
+    return Engine(request, ws, ws.open_store())
 
+
+@pytest.fixture
+def engine_for(workspace):
     def make(stub, rounds=1, retries=4):
-        base = load_harness(ws.harnesses_dir / "dbbench-base")
-        request = EvolveRequest(
-            base=base,
-            eval=EvalRequest(
-                harness=base,
-                suite=load_suite(ws.root / "examples" / "dbbench"),
-                split="test",
-                policy=Policy("sim/dbbench"),
-                rollouts=1,
-                workers=2,
-                limits=Limits(timeout_s=20),
-            ),
-            directions=[catalogue()["termination"]],
-            editor=LLMEditor("openai/editor-model", {"api_base": stub.url, "api_key": "x"}),
+        editor = LLMEditor("openai/editor-model", {"api_base": stub.url, "api_key": "x"})
+        return evolve_engine(
+            workspace,
+            ["termination"],
+            editor,
             rounds=rounds,
-            batch_size=4,
-            control_size=4,
             alpha=1.0,
             min_net=0,
             editor_retries=retries,
         )
-        return Engine(request, ws, ws.open_store())
 
     return make
 
@@ -122,29 +134,14 @@ def test_rerun_reuses_recorded_edits_without_calling_the_editor(engine_for):
 def test_max_edits_stops_the_evolution(workspace):
     from harnessctl.evolve.editors import make_editor
 
-    (workspace / ".gitignore").write_text(".harnessctl/\n")
-    ensure_repo(workspace, message="workspace")
-    ws = load_workspace(workspace)
-    base = load_harness(ws.harnesses_dir / "dbbench-base")
-    directions = catalogue()
-    request = EvolveRequest(
-        base=base,
-        eval=EvalRequest(
-            harness=base,
-            suite=load_suite(ws.root / "examples" / "dbbench"),
-            split="test",
-            policy=Policy("sim/dbbench"),
-            rollouts=1,
-            workers=2,
-        ),
-        directions=[directions["execution-recovery"], directions["context-construction"]],
-        editor=make_editor("rules"),
+    engine = evolve_engine(
+        workspace,
+        ["execution-recovery", "context-construction"],
+        make_editor("rules"),
         rounds=2,
-        batch_size=4,
-        control_size=4,
         max_edits=1,
     )
-    result = Engine(request, ws, ws.open_store()).run()
+    result = engine.run()
     assert len(result.edits) == 1
     assert result.stopped == "max edits (1) reached"
     assert result.edits[0].editor == "rules"

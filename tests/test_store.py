@@ -10,16 +10,16 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from harnessctl.constants import ENV_STORE_URL
 from harnessctl.errors import HarnessctlError
-from harnessctl.store import AttemptRow, ModelCallRow, RolloutRow, Store
+from harnessctl.store import AttemptRow, ModelCallRow, Store
 from harnessctl.store.engine import create_store_engine
 from harnessctl.store.migrate import MIGRATIONS_TABLE, load_migrations
+from tests.store_helpers import make_rollout, trajectory_files
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,26 +33,6 @@ def _no_env_url(monkeypatch: pytest.MonkeyPatch) -> None:
 def store(tmp_path: Path):
     with Store.for_workspace(tmp_path) as opened:
         yield opened
-
-
-def make_rollout(key: str, **fields: Any) -> RolloutRow:
-    values: dict[str, Any] = {
-        "cache_key": key,
-        "run_id": "run1",
-        "harness_hash": "h1",
-        "task_id": f"task-{key}",
-        "policy_id": "sim/dbbench",
-        "outcome": "success",
-        "success": True,
-        "reward": 1.0,
-        "seed": 7,
-    }
-    values.update(fields)
-    return RolloutRow(**values)
-
-
-def trajectory_files(workspace: Path) -> list[Path]:
-    return sorted((workspace / ".harnessctl" / "trajectories").rglob("*.json.gz"))
 
 
 def db_rows(workspace: Path, sql: str) -> list[tuple]:

@@ -49,6 +49,7 @@ from harnessctl.store.migrate import (
     migrate,
 )
 from harnessctl.store.models import TABLE_MODELS
+from tests.store_helpers import make_rollout, trajectory_files
 
 REPO = Path(__file__).resolve().parents[1]
 PG_URL_VAR = "HARNESSCTL_TEST_PG_URL"
@@ -103,26 +104,6 @@ def rows(url: str, sql: str) -> list[tuple[Any, ...]]:
             return [tuple(row) for row in conn.execute(text(sql))]
     finally:
         engine.dispose()
-
-
-def make_rollout(key: str, **fields: Any) -> RolloutRow:
-    values: dict[str, Any] = {
-        "cache_key": key,
-        "run_id": "run1",
-        "harness_hash": "h1",
-        "task_id": f"task-{key}",
-        "policy_id": "sim/dbbench",
-        "outcome": "success",
-        "success": True,
-        "reward": 1.0,
-        "seed": 7,
-    }
-    values.update(fields)
-    return RolloutRow(**values)
-
-
-def trajectory_files(workspace: Path) -> list[Path]:
-    return sorted((workspace / ".harnessctl" / "trajectories").rglob("*.json.gz"))
 
 
 def python_type(sql_type: TypeEngine) -> type:
