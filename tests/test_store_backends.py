@@ -462,6 +462,40 @@ def test_threads_racing_on_the_same_keys(store: Store, backend: str, tmp_path: P
     assert rows(backend, "SELECT count(*) FROM model_call") == [(30,)]
 
 
+def test_threads_racing_on_an_edit_and_a_profile_key(store: Store) -> None:
+    """Upserting one edit key and making one profile key current, from 6 threads at once."""
+    barrier = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            barrier.wait()
+            store.record_edit(
+                EditRow(edit_key="e1", evolve_id="ev", parent_hash="h1", parent_name="base",
+                        direction="d", round=1, attempt=0, editor="rules", prompt="p",
+                        response=f"r{n}", status="evaluated")
+            )  # fmt: skip
+            store.record_profile(
+                ProfileRow(harness_hash="h1", harness_name="base", policy_id="p", suite="s",
+                           split="dev", created_at=float(n))
+            )  # fmt: skip
+        except BaseException as exc:  # surfaced below: a thread cannot fail the test itself
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(store.edits(evolve_id="ev")) == 1
+    history = store.profiles(current=None)
+    assert len(history) == 6 and sum(p.current for p in history) == 1
+    assert [p.id for p in store.profiles(harness_hash="h1")] == [
+        next(p.id for p in history if p.current)
+    ]
+
+
 WRITER = textwrap.dedent("""
     import random, sys
     from pathlib import Path

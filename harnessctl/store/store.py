@@ -15,7 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
@@ -308,6 +308,7 @@ class Store:
     def record_edit(self, row: EditRow) -> EditRow:
         """Insert or replace the edit with ``row.edit_key`` (its status moves forward)."""
         with self._session(write=True) as session:
+            _queue_writers(session, f"edit:{row.edit_key}")
             existing = session.exec(select(EditRow).where(EditRow.edit_key == row.edit_key)).first()
             if existing is not None:
                 row.id = existing.id
@@ -346,7 +347,9 @@ class Store:
             col(ProfileRow.split) == row.split,
             col(ProfileRow.current),
         )
+        key = f"profile:{row.harness_hash}|{row.policy_id}|{row.suite}|{row.split}"
         with self._session(write=True) as session:
+            _queue_writers(session, key)
             for old in session.exec(query):
                 old.current = False
                 session.add(old)
@@ -381,3 +384,16 @@ class Store:
         query = query.order_by(col(ProfileRow.created_at), col(ProfileRow.id))
         with self._session() as session:
             return list(session.exec(query))
+
+
+def _queue_writers(session: Session, key: str) -> None:
+    """Make read-then-write transactions on the same logical ``key`` run one at a time.
+
+    On PostgreSQL, a transaction-scoped advisory lock on a hash of the key (two writers
+    would otherwise both see "no row yet" and both insert); SQLite's write transactions
+    (BEGIN IMMEDIATE) are serialised already.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.connection().execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
+        )
