@@ -7,6 +7,8 @@ ENV_STORE_URL = "HARNESSCTL_STORE_URL"  # any SQLAlchemy URL; default: SQLite in
 ENV_WORKSPACE = "HARNESSCTL_WORKSPACE"  # workspace root; default: nearest harnessctl.yaml upwards
 ENV_SANDBOX = "HARNESSCTL_SANDBOX"  # sandbox backend name (local, docker)
 ENV_WORKERS = "HARNESSCTL_WORKERS"
+ENV_EXECUTOR = "HARNESSCTL_EXECUTOR"  # where rollouts run: local (default) or ray
+ENV_RAY_ADDRESS = "HARNESSCTL_RAY_ADDRESS"  # Ray cluster for --executor ray
 ENV_POLICY = "HARNESSCTL_POLICY"  # default policy model string
 ENV_GATEWAY_PORT = "HARNESSCTL_GATEWAY_PORT"  # opt-in loopback TCP port for the gateway
 

@@ -19,6 +19,9 @@ class ConfigError(HarnessctlError):
         self.message = message
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self):  # pickled across processes (a Ray task's error reaches the driver)
+        return type(self), (self.where, self.message)
+
 
 class InfraError(HarnessctlError):
     """The sandbox or the gateway failed; never a task failure."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from .constants import INFRA_RETRIES
 from .envs import Task, TaskProblem
+from .errors import ConfigError
 from .harness import HarnessSpec, runtime_version
 from .outcomes import Outcome
 from .policy import Policy
@@ -48,6 +49,10 @@ class EvalRequest:
     upstream_retries: int = 3
     upstream_backoff_s: float = 0.5
     command: str = "eval"
+    executor: str = "local"
+    """Where rollouts run: ``local`` (threads on this machine) or ``ray`` (a Ray cluster)."""
+    ray_address: str | None = None
+    """Ray cluster to join (``auto``, ``ray://host:10001``, ``host:6379``); None: local."""
 
 
 @dataclass
@@ -130,7 +135,7 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
         progress("start", len(rows), len(jobs))
     try:
         if pending:
-            runner = _Runner(request, store, run.id, runtime)
+            runner = make_runner(request, store, run.id, runtime)
             for key, row in runner.run_all(pending, progress, len(rows), len(jobs)):
                 if row is None:
                     infra_failed.append(key)
@@ -155,8 +160,42 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
     )
 
 
-class _Runner:
-    """Runs the pending rollouts of one evaluation on worker threads and stores each."""
+EXECUTORS = ("local", "ray")
+
+
+def make_runner(request: EvalRequest, store, run_id: str, runtime: str):
+    """The runner of ``request.executor``; both write every result through ``Recorder``."""
+    if request.executor == "local":
+        return _LocalRunner(request, store, run_id, runtime)
+    if request.executor == "ray":
+        from .executors.ray import RayRunner
+
+        return RayRunner(request, store, run_id, runtime)
+    raise ConfigError(
+        "--executor", f"unknown executor {request.executor!r} (known: {', '.join(EXECUTORS)})"
+    )
+
+
+def session_options(request: EvalRequest) -> dict:
+    """Keyword arguments of the ``RolloutSession`` that runs ``request``'s rollouts."""
+    return {
+        "sandbox": request.sandbox,
+        "limits": request.limits,
+        "max_calls": request.max_calls,
+        "max_tokens": request.max_tokens,
+        "upstream_retries": request.upstream_retries,
+        "upstream_backoff_s": request.upstream_backoff_s,
+        # the suite names its container image; other backends take no image
+        "sandbox_options": {"image": request.suite.image} if request.sandbox == "docker" else None,
+    }
+
+
+class Recorder:
+    """Writes the results of one evaluation's rollouts into the store.
+
+    Idempotent by cache key (``Store.record_rollout``), so a result delivered twice (a retried
+    task whose first run finished after all) is stored once.
+    """
 
     def __init__(self, request: EvalRequest, store, run_id: str, runtime: str) -> None:
         self.request = request
@@ -164,56 +203,23 @@ class _Runner:
         self.run_id = run_id
         self.runtime = runtime
 
-    def run_all(self, pending: list[Pending], progress: Progress | None, done: int, total: int):
-        request = self.request
-        session = RolloutSession(
-            request.suite.environment,
-            sandbox=request.sandbox,
-            limits=request.limits,
-            max_calls=request.max_calls,
-            max_tokens=request.max_tokens,
-            upstream_retries=request.upstream_retries,
-            upstream_backoff_s=request.upstream_backoff_s,
-            # the suite names its container image; other backends take no image
-            sandbox_options={"image": request.suite.image} if request.sandbox == "docker" else None,
-        )
-        with session:
-            self.session = session
-            workers = max(1, request.workers)
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout") as pool:
-                queue = list(pending)
-                futures: dict[Future, Pending] = {}
-                while queue or futures:
-                    while queue and len(futures) < workers:
-                        job = queue.pop(0)
-                        futures[pool.submit(self.run_with_retries, job)] = job
-                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        job = futures.pop(fut)
-                        done += 1
-                        if progress:
-                            progress("rollout", done, total)
-                        yield job.cache_key, fut.result()
+    def record(self, job: Pending, record: RolloutRecord, attempt: int):
+        row, calls = self._rows(job, record, attempt)
+        return self.store.record_rollout(row, calls, record.trajectory)
 
-    def run_with_retries(self, job: Pending):
+    def record_attempt(self, job: Pending, outcome: str, error: str) -> None:
         from .store import AttemptRow
 
-        for attempt in range(1, self.request.retries + 2):
-            record = self.session.run(self.request.harness, job.task, job.seed, self.request.policy)
-            if record.outcome != Outcome.INFRA_ERROR:
-                row, calls = self._rows(job, record, attempt)
-                return self.store.record_rollout(row, calls, record.trajectory)
-            self.store.record_attempt(
-                AttemptRow(
-                    id=uuid.uuid4().hex,
-                    cache_key=job.cache_key,
-                    run_id=self.run_id,
-                    outcome=record.outcome.value,
-                    error=record.error or "",
-                    created_at=time.time(),
-                )
+        self.store.record_attempt(
+            AttemptRow(
+                id=uuid.uuid4().hex,
+                cache_key=job.cache_key,
+                run_id=self.run_id,
+                outcome=outcome,
+                error=error,
+                created_at=time.time(),
             )
-        return None
+        )
 
     def _rows(self, job: Pending, rec: RolloutRecord, attempt: int):
         from .store import ModelCallRow, RolloutRow
@@ -271,3 +277,35 @@ class _Runner:
             for c in ledger.calls
         ]
         return row, calls
+
+
+class _LocalRunner(Recorder):
+    """Runs the pending rollouts on worker threads of this process and stores each."""
+
+    def run_all(self, pending: list[Pending], progress: Progress | None, done: int, total: int):
+        session = RolloutSession(self.request.suite.environment, **session_options(self.request))
+        with session:
+            self.session = session
+            workers = max(1, self.request.workers)
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout") as pool:
+                queue = list(pending)
+                futures: dict[Future, Pending] = {}
+                while queue or futures:
+                    while queue and len(futures) < workers:
+                        job = queue.pop(0)
+                        futures[pool.submit(self.run_with_retries, job)] = job
+                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        job = futures.pop(fut)
+                        done += 1
+                        if progress:
+                            progress("rollout", done, total)
+                        yield job.cache_key, fut.result()
+
+    def run_with_retries(self, job: Pending):
+        for attempt in range(1, self.request.retries + 2):
+            record = self.session.run(self.request.harness, job.task, job.seed, self.request.policy)
+            if record.outcome != Outcome.INFRA_ERROR:
+                return self.record(job, record, attempt)
+            self.record_attempt(job, record.outcome.value, record.error or "")
+        return None

@@ -7,11 +7,13 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .constants import (
     DEFAULT_POLICY,
+    ENV_EXECUTOR,
     ENV_SANDBOX,
     ENV_STORE_URL,
     ENV_WORKERS,
@@ -34,6 +36,10 @@ class WorkspaceConfig(BaseModel):
     """Sandbox backend: ``local`` or a registered one."""
     workers: int = 2
     """Rollouts run in parallel."""
+    executor: Literal["local", "ray"] = "local"
+    """Where rollouts run: threads of this process, or one Ray task per rollout."""
+    ray_address: str | None = None
+    """Ray cluster for the ``ray`` executor (default: ``RAY_ADDRESS``, else a local one)."""
     policy: str = DEFAULT_POLICY
     """Default policy (any litellm model string; ``sim/dbbench`` is the offline test double)."""
     suite: str | None = None
@@ -97,6 +103,8 @@ def load_workspace(start: Path | None = None) -> Workspace:
         data["sandbox"] = os.environ[ENV_SANDBOX]
     if os.environ.get(ENV_WORKERS):
         data["workers"] = os.environ[ENV_WORKERS]
+    if os.environ.get(ENV_EXECUTOR):
+        data["executor"] = os.environ[ENV_EXECUTOR]
     try:
         config = WorkspaceConfig.model_validate(data)
     except ValidationError as exc:

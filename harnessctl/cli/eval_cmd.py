@@ -16,6 +16,7 @@ from ..constants import (
     ENV_STORE_URL,
     ENV_WORKERS,
 )
+from .options import ExecutorOption, RayAddressOption, placement
 
 POLICY_HELP = (
     "Any litellm model string (openai/gpt-4o-mini, anthropic/..., hosted_vllm/...). "
@@ -50,6 +51,8 @@ def eval_command(
     sandbox: Annotated[
         str | None, typer.Option(help="Sandbox backend (local).", envvar=ENV_SANDBOX)
     ] = None,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
     timeout: Annotated[float, typer.Option(help="Wall-clock seconds per rollout.")] = 60.0,
     max_calls: Annotated[int, typer.Option(help="Model calls per rollout.")] = DEFAULT_MAX_CALLS,
     max_tokens: Annotated[
@@ -92,8 +95,7 @@ def eval_command(
         policy=Policy(policy or ws.config.policy or DEFAULT_POLICY, parse_params(param or [])),
         rollouts=rollouts,
         seed=seed,
-        workers=workers or ws.config.workers,
-        sandbox=sandbox or ws.config.sandbox,
+        **placement(ws, workers, sandbox, executor, ray_address),
         limits=Limits(timeout_s=timeout),
         max_calls=max_calls,
         max_tokens=max_tokens,

@@ -7,6 +7,7 @@ import typer
 
 from ..constants import ENV_POLICY, ENV_SANDBOX, ENV_STORE_URL, ENV_WORKERS
 from .eval_cmd import POLICY_HELP, resolve_harness
+from .options import ExecutorOption, RayAddressOption, placement
 
 EDITOR_HELP = (
     "'rules' (default): the offline RULE-BASED editor, a catalogue of known code repairs for "
@@ -43,6 +44,8 @@ def evolve_command(
     ] = None,
     workers: Annotated[int | None, typer.Option(min=1, envvar=ENV_WORKERS)] = None,
     sandbox: Annotated[str | None, typer.Option(envvar=ENV_SANDBOX)] = None,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
     timeout: Annotated[float, typer.Option(help="Wall-clock seconds per rollout.")] = 60.0,
     store: Annotated[str | None, typer.Option(envvar=ENV_STORE_URL)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -74,8 +77,7 @@ def evolve_command(
         split=split,
         policy=Policy(policy or ws.config.policy, parse_params(param or [])),
         rollouts=rollouts,
-        workers=workers or ws.config.workers,
-        sandbox=sandbox or ws.config.sandbox,
+        **placement(ws, workers, sandbox, executor, ray_address),
         limits=Limits(timeout_s=timeout),
     )
     request = EvolveRequest(

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ..constants import DEFAULT_POLICY, ENV_POLICY, ENV_SANDBOX, ENV_STORE_URL, ENV_WORKERS
 from .eval_cmd import POLICY_HELP, resolve_harness
+from .options import ExecutorOption, RayAddressOption, placement
 from .render import pct
 
 
@@ -67,6 +68,8 @@ def profile_command(
     sandbox: Annotated[str | None, typer.Option(help="Sandbox backend.", envvar=ENV_SANDBOX)] = (
         None
     ),
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
     store: Annotated[
         str | None, typer.Option(help="Store SQLAlchemy URL.", envvar=ENV_STORE_URL)
     ] = None,
@@ -98,8 +101,7 @@ def profile_command(
         policy=Policy(policy or ws.config.policy or DEFAULT_POLICY, parse_params(param or [])),
         rollouts=rollouts,
         seed=seed,
-        workers=workers or ws.config.workers,
-        sandbox=sandbox or ws.config.sandbox,
+        **placement(ws, workers, sandbox, executor, ray_address),
         command="profile",
     )
     db = ws.open_store(store)

@@ -9,6 +9,7 @@ import typer
 
 from ..constants import ENV_POLICY, ENV_SANDBOX, ENV_STORE_URL, ENV_WORKERS
 from .eval_cmd import POLICY_HELP, resolve_harness
+from .options import ExecutorOption, RayAddressOption, placement
 
 
 def test_command(
@@ -38,6 +39,8 @@ def test_command(
     rollouts: Annotated[int, typer.Option(help="Seeds per task for --update-baseline.")] = 2,
     workers: Annotated[int | None, typer.Option(min=1, envvar=ENV_WORKERS)] = None,
     sandbox: Annotated[str | None, typer.Option(envvar=ENV_SANDBOX)] = None,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
     store: Annotated[str | None, typer.Option(envvar=ENV_STORE_URL)] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -77,8 +80,7 @@ def test_command(
             split=split or "train",
             policy=pol,
             rollouts=rollouts,
-            workers=workers or ws.config.workers,
-            sandbox=sandbox or ws.config.sandbox,
+            **placement(ws, workers, sandbox, executor, ray_address),
             command="test",
         )
         if update_baseline:

@@ -1,0 +1,127 @@
+"""The node side of a distributed evaluation: run one rollout where the task landed.
+
+Imports no Ray, so any task scheduler can call :func:`run_rollout`. A node keeps one warm
+:class:`~harnessctl.rollout.RolloutSession` (gateway + sandbox) per distinct configuration
+for the life of its worker process, and materialises each harness tree it is sent into a
+private directory, checked against the driver's content hash before anything runs.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import stat
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..envs import Task, get_environment
+from ..errors import ConfigError, InfraError
+from ..harness import HarnessSpec, harness_files, load_harness, runtime_version
+from ..policy import Policy
+from ..rollout import RolloutRecord, RolloutSession
+
+
+@dataclass(frozen=True)
+class HarnessBundle:
+    """A harness tree in transit: its files, executable bits and the driver's content hash."""
+
+    name: str
+    hash: str
+    files: tuple[tuple[str, bool, bytes], ...]
+
+    @classmethod
+    def of(cls, spec: HarnessSpec) -> HarnessBundle:
+        files = tuple(
+            (
+                path.relative_to(spec.path).as_posix(),
+                bool(path.stat().st_mode & stat.S_IXUSR),
+                path.read_bytes(),
+            )
+            for path in harness_files(spec.path)
+        )
+        return cls(name=spec.name, hash=spec.hash, files=files)
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """One rollout, with everything a node needs besides the harness bundle."""
+
+    env_kind: str
+    session_options: dict
+    task: Task  # gold labels included: scored on the node, never shown to the sandbox
+    seed: int
+    policy: Policy
+    runtime: str  # the driver's runtime version, part of the cache key
+
+
+_lock = threading.Lock()
+_sessions: dict[str, RolloutSession] = {}
+_harnesses: dict[str, HarnessSpec] = {}
+_scratch: list[Path] = []
+
+
+def run_rollout(job: NodeJob, bundle: HarnessBundle) -> RolloutRecord:
+    """Run ``job`` on this node; a version or content mismatch is a ``ConfigError``."""
+    here = runtime_version()
+    if here != job.runtime:
+        raise ConfigError(
+            f"node {os.uname().nodename}",
+            f"runs harnessctl runtime {here}, the driver {job.runtime}: install the same "
+            "harnessctl version on every node of the cluster",
+        )
+    harness = _materialise(bundle)
+    session = _session(job.env_kind, job.session_options)
+    return session.run(harness, job.task, job.seed, job.policy)
+
+
+def _session(env_kind: str, options: dict) -> RolloutSession:
+    key = repr(sorted(options.items())) + "|" + env_kind
+    with _lock:
+        session = _sessions.get(key)
+        if session is None:
+            session = RolloutSession(get_environment(env_kind), **options).start()
+            _sessions[key] = session
+        return session
+
+
+def _materialise(bundle: HarnessBundle) -> HarnessSpec:
+    with _lock:
+        cached = _harnesses.get(bundle.hash)
+        if cached is not None:
+            return cached
+        root = Path(tempfile.mkdtemp(prefix="hxnode-harness-"))
+        _scratch.append(root)
+        # sandboxes run as another user: they must be able to read the tree, not write it
+        os.chmod(root, 0o755)
+        tree = root / bundle.name
+        for rel, executable, data in bundle.files:
+            if Path(rel).is_absolute() or ".." in Path(rel).parts:
+                raise InfraError(f"harness bundle {bundle.name}: bad path {rel!r}")
+            path = tree / rel
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+            path.write_bytes(data)
+            path.chmod(0o755 if executable else 0o644)
+        spec = load_harness(tree)
+        if spec.hash != bundle.hash:
+            raise InfraError(
+                f"harness {bundle.name}: tree hash {spec.short_hash} on this node, "
+                f"{bundle.hash[:12]} on the driver"
+            )
+        _harnesses[bundle.hash] = spec
+        return spec
+
+
+@atexit.register
+def close_all() -> None:
+    """Close this process's sessions and remove its harness copies."""
+    with _lock:
+        for session in _sessions.values():
+            session.close()
+        _sessions.clear()
+        _harnesses.clear()
+        for root in _scratch:
+            shutil.rmtree(root, ignore_errors=True)
+        _scratch.clear()

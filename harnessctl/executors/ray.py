@@ -1,0 +1,111 @@
+"""``--executor ray``: one Ray task per rollout; the driver alone writes the store.
+
+Each task runs :func:`harnessctl.executors.node.run_rollout` on whichever node Ray picks
+(one CPU each), so the sandbox and its gateway (model calls, budgets, ledger) live on that
+node, and the finished :class:`~harnessctl.rollout.RolloutRecord` comes back to the driver.
+At most ``workers`` tasks are in flight. Ray's retries are off (``max_retries=0``): a task
+lost with its worker or node, or a rollout that ended in ``infra_error``, is recorded as an
+attempt and resubmitted by harnessctl, up to ``retries`` times, exactly like the local
+executor; results already returned are written at once and are never lost or redone.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..errors import ConfigError, HarnessctlError, InfraError
+from ..evaluate import Pending, Progress, Recorder, session_options
+from ..outcomes import Outcome
+from .node import HarnessBundle, NodeJob, run_rollout
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            "--executor ray", "Ray is not installed: pip install 'harnessctl[ray]'"
+        ) from None
+    return ray
+
+
+def connect(address: str | None) -> Any:
+    """Join the cluster at ``address`` (or ``RAY_ADDRESS``), or start a local one; reused."""
+    ray = import_ray()
+    if not ray.is_initialized():
+        try:
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            where = "--ray-address"
+            raise ConfigError(where, f"cannot join Ray cluster {address!r}: {exc}") from None
+    return ray
+
+
+class RayRunner(Recorder):
+    """Runs the pending rollouts as Ray tasks and stores each result as it returns."""
+
+    def run_all(self, pending: list[Pending], progress: Progress | None, done: int, total: int):
+        request = self.request
+        ray = connect(request.ray_address)
+        task = ray.remote(num_cpus=1, max_retries=0, retry_exceptions=False)(run_rollout)
+        bundle = ray.put(HarnessBundle.of(request.harness))
+        options = session_options(request)
+        env_kind = request.suite.config.env
+        attempts: dict[str, int] = {}
+        queue = list(pending)
+        inflight: dict[Any, Pending] = {}
+        workers = max(1, request.workers)
+        try:
+            while queue or inflight:
+                while queue and len(inflight) < workers:
+                    job = queue.pop(0)
+                    attempts[job.cache_key] = attempts.get(job.cache_key, 0) + 1
+                    node_job = NodeJob(
+                        env_kind, options, job.task, job.seed, request.policy, self.runtime
+                    )
+                    inflight[task.remote(node_job, bundle)] = job
+                ready, _ = ray.wait(list(inflight), num_returns=1)
+                for ref in ready:
+                    job = inflight.pop(ref)
+                    attempt = attempts[job.cache_key]
+                    row, error = self._collect(ray, ref, job, attempt)
+                    if error is not None:
+                        self.record_attempt(job, Outcome.INFRA_ERROR.value, error)
+                        if attempt <= request.retries:
+                            queue.insert(0, job)
+                            continue
+                        row = None
+                    done += 1
+                    if progress:
+                        progress("rollout", done, total)
+                    yield job.cache_key, row
+        finally:
+            for ref in inflight:  # interrupted: nothing left running for a gone driver
+                ray.cancel(ref, force=True)
+
+    def _collect(self, ray, ref, job: Pending, attempt: int) -> tuple[Any, str | None]:
+        """Store the task's rollout and return its row, or why it failed on infrastructure."""
+        try:
+            record = ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause if isinstance(exc.cause, BaseException) else None
+            if isinstance(cause, HarnessctlError) and not isinstance(cause, InfraError):
+                raise cause from None  # a configuration problem: retrying cannot help
+            failed = cause or exc
+            return None, f"ray task failed: {type(failed).__name__}: {_first_line(failed)}"
+        except ray.exceptions.RayError as exc:  # worker or node died, object lost
+            return None, f"ray: {type(exc).__name__}: {_first_line(exc)}"
+        if record.outcome == Outcome.INFRA_ERROR:
+            return None, record.error or "infrastructure failure"
+        return self.record(job, record, attempt), None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else "no detail"
