@@ -86,6 +86,7 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
     """Run (or serve from the store) every rollout of the request."""
     from .store import HarnessRow, RunRow
 
+    check_executor(request.executor)
     suite = request.suite
     taskset = suite.tasks(request.split)
     tasks = taskset.tasks
@@ -163,17 +164,20 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
 EXECUTORS = ("local", "ray")
 
 
+def check_executor(name: str) -> None:
+    if name not in EXECUTORS:
+        raise ConfigError(
+            "--executor", f"unknown executor {name!r} (known: {', '.join(EXECUTORS)})"
+        )
+
+
 def make_runner(request: EvalRequest, store, run_id: str, runtime: str):
     """The runner of ``request.executor``; both write every result through ``Recorder``."""
-    if request.executor == "local":
-        return _LocalRunner(request, store, run_id, runtime)
     if request.executor == "ray":
         from .executors.ray import RayRunner
 
         return RayRunner(request, store, run_id, runtime)
-    raise ConfigError(
-        "--executor", f"unknown executor {request.executor!r} (known: {', '.join(EXECUTORS)})"
-    )
+    return _LocalRunner(request, store, run_id, runtime)
 
 
 def session_options(request: EvalRequest) -> dict:

@@ -116,6 +116,7 @@ DEFAULT_CONFIG = """\
 # harnessctl workspace settings (flags and HARNESSCTL_* variables override these).
 sandbox: local
 workers: 2
+# executor: ray   # one Ray task per rollout (pip install 'harnessctl[ray]'); default local
 policy: sim/dbbench   # offline test double; any litellm model string works
 # store_url: postgresql+psycopg://user@host/db   # default: SQLite in .harnessctl/
 """

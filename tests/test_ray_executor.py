@@ -211,3 +211,45 @@ def test_an_evolve_round_through_ray_matches_the_local_executor(ray_cluster, tmp
     assert any(status == "accepted" for _, status, *_ in local["edits"])
     assert len(local["harnesses"]) > 1
     assert distributed == local
+
+
+# --- the node side, without Ray ---
+
+
+def test_a_node_writes_each_harness_once_and_checks_its_hash(workspace, monkeypatch, tmp_path):
+    from harnessctl.executors import node
+
+    monkeypatch.setattr(node, "_harnesses", {})
+    monkeypatch.setattr(node.tempfile, "tempdir", str(tmp_path))
+    spec = load_harness(workspace / "harnesses" / "dbbench-base")
+    bundle = node.HarnessBundle.of(spec)
+    copy = node._materialise(bundle)
+    assert copy.hash == spec.hash and copy.path != spec.path
+    assert copy.path.parent.parent == tmp_path / f"harnessctl-node-{os.getuid()}"
+    node._harnesses.clear()
+    assert node._materialise(bundle).path == copy.path  # reused by the next worker process
+
+    forged = replace(bundle, hash="0" * 64)
+    with pytest.raises(Exception, match="cannot materialise"):
+        node._materialise(forged)
+    escaping = replace(bundle, hash="1" * 64, files=(("../evil.py", False, b"x"),))
+    with pytest.raises(Exception, match="bad path"):
+        node._materialise(escaping)
+
+
+def test_a_node_with_another_runtime_version_refuses_the_task(workspace):
+    from harnessctl.errors import ConfigError
+    from harnessctl.executors import node
+
+    spec = load_harness(workspace / "harnesses" / "dbbench-base")
+    task = load_suite(workspace / "examples" / "dbbench").tasks("dev").tasks[0]
+    job = node.NodeJob("dbbench", {}, task, 0, Policy("sim/dbbench"), runtime="0+other")
+    with pytest.raises(ConfigError, match="same harnessctl version"):
+        node.run_rollout(job, node.HarnessBundle.of(spec))
+
+
+def test_an_unknown_executor_is_a_usage_error_before_anything_runs(workspace):
+    result = CliRunner().invoke(app, ["eval", "dbbench-base", "--executor", "slurm"])
+    assert result.exit_code == 2
+    assert "--executor" in result.output and "unknown executor 'slurm'" in result.output
+    assert load_workspace(workspace).open_store().rollouts() == []

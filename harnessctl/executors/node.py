@@ -2,13 +2,15 @@
 
 Imports no Ray, so any task scheduler can call :func:`run_rollout`. A node keeps one warm
 :class:`~harnessctl.rollout.RolloutSession` (gateway + sandbox) per distinct configuration
-for the life of its worker process, and materialises each harness tree it is sent into a
-private directory, checked against the driver's content hash before anything runs.
+for the life of its worker process, and writes each harness tree it is sent once into the
+node's cache (``$TMPDIR/harnessctl-node-UID/<hash>``), checked against the driver's content
+hash before anything runs.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import stat
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..envs import Task, get_environment
-from ..errors import ConfigError, InfraError
+from ..errors import ConfigError, HarnessctlError, InfraError
 from ..harness import HarnessSpec, harness_files, load_harness, runtime_version
 from ..policy import Policy
 from ..rollout import RolloutRecord, RolloutSession
@@ -60,7 +62,6 @@ class NodeJob:
 _lock = threading.Lock()
 _sessions: dict[str, RolloutSession] = {}
 _harnesses: dict[str, HarnessSpec] = {}
-_scratch: list[Path] = []
 
 
 def run_rollout(job: NodeJob, bundle: HarnessBundle) -> RolloutRecord:
@@ -88,40 +89,66 @@ def _session(env_kind: str, options: dict) -> RolloutSession:
 
 
 def _materialise(bundle: HarnessBundle) -> HarnessSpec:
+    """The bundle's tree in this node's harness cache, written once per node and hash."""
     with _lock:
         cached = _harnesses.get(bundle.hash)
         if cached is not None:
             return cached
-        root = Path(tempfile.mkdtemp(prefix="hxnode-harness-"))
-        _scratch.append(root)
-        # sandboxes run as another user: they must be able to read the tree, not write it
-        os.chmod(root, 0o755)
-        tree = root / bundle.name
-        for rel, executable, data in bundle.files:
-            if Path(rel).is_absolute() or ".." in Path(rel).parts:
-                raise InfraError(f"harness bundle {bundle.name}: bad path {rel!r}")
-            path = tree / rel
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-            path.write_bytes(data)
-            path.chmod(0o755 if executable else 0o644)
-        spec = load_harness(tree)
-        if spec.hash != bundle.hash:
-            raise InfraError(
-                f"harness {bundle.name}: tree hash {spec.short_hash} on this node, "
-                f"{bundle.hash[:12]} on the driver"
-            )
+        final = _cache_root() / bundle.hash
+        spec = _verified(final / bundle.name, bundle)
+        if spec is None:
+            staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=final.parent))
+            _write_tree(staging / bundle.name, bundle)
+            os.chmod(staging, 0o755)  # sandboxes run as another user: read, not write
+            with contextlib.suppress(OSError):  # taken: another worker process was first
+                os.rename(staging, final)
+            spec = _verified(final / bundle.name, bundle)
+            if spec is None:  # a damaged copy is in the way: keep this process's own
+                spec = _verified(staging / bundle.name, bundle)
+            else:
+                shutil.rmtree(staging, ignore_errors=True)
+            if spec is None:
+                raise InfraError(f"harness {bundle.name}: cannot materialise it under {final}")
         _harnesses[bundle.hash] = spec
         return spec
 
 
+def _cache_root() -> Path:
+    """``$TMPDIR/harnessctl-node-UID``: shared by this user's worker processes on the node."""
+    root = Path(tempfile.gettempdir()) / f"harnessctl-node-{os.getuid()}"
+    root.mkdir(mode=0o711, exist_ok=True)
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise InfraError(f"{root}: not a private directory of this user; remove it")
+    return root
+
+
+def _write_tree(tree: Path, bundle: HarnessBundle) -> None:
+    for rel, executable, data in bundle.files:
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise InfraError(f"harness bundle {bundle.name}: bad path {rel!r}")
+        path = tree / rel
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        path.write_bytes(data)
+        path.chmod(0o755 if executable else 0o644)
+
+
+def _verified(tree: Path, bundle: HarnessBundle) -> HarnessSpec | None:
+    """The harness at ``tree`` if it is there and hashes to the driver's hash, else None."""
+    if not tree.is_dir():
+        return None
+    try:
+        spec = load_harness(tree)
+    except HarnessctlError:
+        return None
+    return spec if spec.hash == bundle.hash else None
+
+
 @atexit.register
 def close_all() -> None:
-    """Close this process's sessions and remove its harness copies."""
+    """Close this process's sessions (the node's harness cache stays for the next run)."""
     with _lock:
         for session in _sessions.values():
             session.close()
         _sessions.clear()
         _harnesses.clear()
-        for root in _scratch:
-            shutil.rmtree(root, ignore_errors=True)
-        _scratch.clear()
