@@ -11,6 +11,7 @@ executor; results already returned are written at once and are never lost or red
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -87,7 +88,8 @@ class RayRunner(Recorder):
                     yield job.cache_key, row
         finally:
             for ref in inflight:  # interrupted: nothing left running for a gone driver
-                ray.cancel(ref, force=True)
+                with contextlib.suppress(Exception):  # the original error matters more
+                    ray.cancel(ref, force=True)
 
     def _collect(self, ray, ref, job: Pending, attempt: int) -> tuple[Any, str | None]:
         """Store the task's rollout and return its row, or why it failed on infrastructure."""
