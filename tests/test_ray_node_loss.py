@@ -9,9 +9,17 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
-from test_ray_executor import TASKS, _unavailable, fresh_store, outcomes, request
+from test_ray_executor import (
+    TASK_PROCESS,
+    TASKS,
+    _unavailable,
+    fresh_store,
+    outcomes,
+    request,
+)
 
 from harnessctl.evaluate import evaluate
 from harnessctl.store import Store
@@ -45,22 +53,60 @@ def two_nodes():
     cluster.shutdown()
 
 
+def _ancestors(pid: int, depth: int = 4) -> list[int]:
+    found = []
+    for _ in range(depth):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            break
+        pid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        found.append(pid)
+    return found
+
+
+def _running_a_rollout(node) -> bool:
+    """Whether a worker process of ``node`` (under its raylet) is running a rollout now."""
+    from ray._private import ray_constants
+
+    raylet = node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
+    for proc in Path("/proc").iterdir():
+        try:
+            if (
+                proc.name.isdigit()
+                and (proc / "cmdline").read_bytes().startswith(TASK_PROCESS)
+                and raylet in _ancestors(int(proc.name))
+            ):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def test_a_node_lost_mid_run_loses_no_finished_rollout(two_nodes, workspace, tmp_path):
     cluster, worker = two_nodes
     reference = evaluate(request(workspace), fresh_store(tmp_path / "local"))
     store: Store = fresh_store(tmp_path / "ray")
-    removed = threading.Event()
+    # warm both nodes' worker processes (other seeds: not part of the checked run)
+    evaluate(request(workspace, executor="ray", seed=100, rollouts=2), fresh_store(tmp_path / "w"))
+    removed, stop = threading.Event(), threading.Event()
 
     def remove_the_worker_node() -> None:
-        while len(store.rollouts()) < 3:
-            time.sleep(0.02)
+        # once some rollouts are stored and the worker node is running one, remove it
+        while len(store.rollouts()) < 2 or not _running_a_rollout(worker):
+            if stop.is_set():
+                return
+            time.sleep(0.01)
         cluster.remove_node(worker)  # its raylet and worker processes are killed
         removed.set()
 
     killer = threading.Thread(target=remove_the_worker_node, daemon=True)
     killer.start()
-    result = evaluate(request(workspace, executor="ray"), store)
-    killer.join(timeout=60)
+    try:
+        result = evaluate(request(workspace, executor="ray"), store)
+    finally:
+        stop.set()
+        killer.join(timeout=60)
     assert removed.is_set(), "the run ended before the node could be removed"
     assert not result.infra_failed
     keys = [r.cache_key for r in store.rollouts()]
