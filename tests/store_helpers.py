@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harnessctl.store import RolloutRow
+from harnessctl.store import EditRow, ProfileRow, RolloutRow
 
 
 def make_rollout(key: str, **fields: Any) -> RolloutRow:
@@ -22,6 +22,36 @@ def make_rollout(key: str, **fields: Any) -> RolloutRow:
     }
     values.update(fields)
     return RolloutRow(**values)
+
+
+def make_edit(key: str = "e1", **fields: Any) -> EditRow:
+    values: dict[str, Any] = {
+        "edit_key": key,
+        "evolve_id": "ev",
+        "parent_hash": "h1",
+        "parent_name": "base",
+        "direction": "d",
+        "round": 1,
+        "attempt": 0,
+        "editor": "rules",
+        "prompt": "p",
+        "response": "r",
+        "status": "evaluated",
+    }
+    values.update(fields)
+    return EditRow(**values)
+
+
+def make_profile(**fields: Any) -> ProfileRow:
+    values: dict[str, Any] = {
+        "harness_hash": "h1",
+        "harness_name": "base",
+        "policy_id": "p",
+        "suite": "s",
+        "split": "dev",
+    }
+    values.update(fields)
+    return ProfileRow(**values)
 
 
 def trajectory_files(workspace: Path) -> list[Path]:

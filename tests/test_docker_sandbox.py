@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ci import unavailable
 from test_eval_cli import invoke, rows, task_flags
 
 from harnessctl.errors import HarnessctlError
@@ -26,22 +27,22 @@ BUILD = ROOT / "scripts" / "build-runtime-image.sh"
 TASKS = ["dev-000", "dev-004", "dev-020", "dev-030"]
 
 
-def _unavailable(reason: str):
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must run the docker tests, but {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def docker_engine():
     """A reachable engine with the runtime image built (offline, idempotent)."""
     try:
         client = connect()
     except HarnessctlError as exc:
-        _unavailable(f"no docker engine: {exc}")
+        unavailable(
+            "the docker tests",
+            f"no docker engine: {exc}",
+        )
     done = subprocess.run([str(BUILD)], capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
-        _unavailable(f"cannot build {DEFAULT_IMAGE}: {done.stderr.strip()[-500:]}")
+        unavailable(
+            "the docker tests",
+            f"cannot build {DEFAULT_IMAGE}: {done.stderr.strip()[-500:]}",
+        )
     yield client
     client.close()
 

@@ -17,14 +17,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from ci import unavailable
 from test_docker_sandbox import docker_engine  # noqa: F401 (fixture)
+from test_eval_library import request as eval_request
 from typer.testing import CliRunner
 
 from harnessctl.cli import app
 from harnessctl.evaluate import EvalRequest, evaluate
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
-from harnessctl.sandbox import Limits
 from harnessctl.store import Store
 from harnessctl.suite import load_suite
 from harnessctl.workspace import init_workspace, load_workspace
@@ -33,19 +34,16 @@ TASKS = ["dev-000", "dev-004", "dev-013", "dev-020", "dev-030", "dev-045"]
 TASK_PROCESS = b"ray::run_rollout"  # the title Ray gives a worker while it runs our task
 
 
-def _unavailable(reason: str):
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must run the Ray executor tests, but {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A local Ray cluster of 2 CPUs, shared by this module's tests."""
     try:
         import ray
     except ImportError:
-        _unavailable("ray is not installed (pip install -e '.[test]' installs it)")
+        unavailable(
+            "the Ray executor tests",
+            "ray is not installed (pip install -e '.[test]' installs it)",
+        )
     ray.init(
         num_cpus=2,
         include_dashboard=False,
@@ -67,18 +65,8 @@ def outcomes(rows) -> dict:
 
 
 def request(ws: Path, **kw) -> EvalRequest:
-    fields = dict(
-        harness=load_harness(ws / "harnesses" / "dbbench-base"),
-        suite=load_suite(ws / "examples" / "dbbench"),
-        split="dev",
-        policy=Policy("sim/dbbench"),
-        rollouts=2,
-        workers=2,
-        task_ids=TASKS,
-        limits=Limits(timeout_s=30),
-    )
-    fields.update(kw)
-    return EvalRequest(**fields)
+    """Six tasks x 2 seeds of the base harness with the offline policy, 2 workers."""
+    return eval_request(ws, Policy("sim/dbbench"), **{"rollouts": 2, "task_ids": TASKS, **kw})
 
 
 def fresh_store(path: Path) -> Store:

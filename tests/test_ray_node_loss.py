@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from ci import unavailable
 from test_ray_executor import (
     TASK_PROCESS,
     TASKS,
-    _unavailable,
     fresh_store,
     outcomes,
     request,
@@ -31,7 +31,10 @@ def two_nodes():
         import ray
         from ray.cluster_utils import Cluster
     except ImportError:
-        _unavailable("ray is not installed (pip install -e '.[test]' installs it)")
+        unavailable(
+            "the Ray node-loss test",
+            "ray is not installed (pip install -e '.[test]' installs it)",
+        )
     if ray.is_initialized():
         ray.shutdown()
     cluster = Cluster(

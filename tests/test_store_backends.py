@@ -19,11 +19,12 @@ import sys
 import textwrap
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ci import unavailable
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
@@ -32,10 +33,8 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 from harnessctl.errors import HarnessctlError
 from harnessctl.store import (
     AttemptRow,
-    EditRow,
     HarnessRow,
     ModelCallRow,
-    ProfileRow,
     RolloutRow,
     RunRow,
     Store,
@@ -49,12 +48,11 @@ from harnessctl.store.migrate import (
     migrate,
 )
 from harnessctl.store.models import TABLE_MODELS
-from tests.store_helpers import make_rollout, trajectory_files
+from tests.store_helpers import make_edit, make_profile, make_rollout, trajectory_files
 
 REPO = Path(__file__).resolve().parents[1]
 PG_URL_VAR = "HARNESSCTL_TEST_PG_URL"
 PG_URL = os.environ.get(PG_URL_VAR, "").strip()
-IN_CI = bool(os.environ.get("CI"))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -64,9 +62,10 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'db' / 'store.db'}"
         return
     if not PG_URL:
-        if IN_CI:
-            pytest.fail(f"CI is set but {PG_URL_VAR} is not: the PostgreSQL store is untested")
-        pytest.skip(f"{PG_URL_VAR} is not set (e.g. postgresql+psycopg://hx:hx@127.0.0.1/hx)")
+        unavailable(
+            "the PostgreSQL store tests",
+            f"{PG_URL_VAR} is not set (e.g. postgresql+psycopg://hx:hx@127.0.0.1/hx)",
+        )
     with fresh_pg_database() as url:
         yield url
 
@@ -384,40 +383,14 @@ def test_attempts_edits_and_profiles(store: Store) -> None:
     store.record_attempt(AttemptRow(cache_key="k", run_id="r2", error="down", created_at=2.0))
     assert [a.error for a in store.attempts(cache_key="k")] == ["died", "down"]
 
-    def edit(status: str, accepted: bool) -> EditRow:
-        return EditRow(
-            edit_key="e1",
-            evolve_id="ev",
-            parent_hash="h1",
-            parent_name="base",
-            direction="d",
-            round=1,
-            attempt=0,
-            editor="rules",
-            prompt="p",
-            response="r",
-            status=status,
-            accepted=accepted,
-        )
-
-    first = store.record_edit(edit("evaluated", False))
-    store.record_edit(edit("accepted", True))
+    first = store.record_edit(make_edit(status="evaluated", accepted=False))
+    store.record_edit(make_edit(status="accepted", accepted=True))
     assert [(e.id, e.status, e.accepted) for e in store.edits(evolve_id="ev")] == [
         (first.id, "accepted", True)
     ]
 
-    def profile(created_at: float) -> ProfileRow:
-        return ProfileRow(
-            harness_hash="h1",
-            harness_name="base",
-            policy_id="p",
-            suite="s",
-            split="dev",
-            created_at=created_at,
-        )
-
-    old = store.record_profile(profile(1.0))
-    new = store.record_profile(profile(2.0))
+    old = store.record_profile(make_profile(created_at=1.0))
+    new = store.record_profile(make_profile(created_at=2.0))
     assert [p.id for p in store.profiles(harness_hash="h1")] == [new.id]
     assert [(p.id, p.current) for p in store.profiles(current=None)] == [
         (old.id, False),
@@ -428,31 +401,40 @@ def test_attempts_edits_and_profiles(store: Store) -> None:
 # --- concurrency ---
 
 
+def race(threads: int, work: Callable[[int], None]) -> list[BaseException]:
+    """Run ``work(0..threads-1)`` on threads released together; the exceptions they raised."""
+    barrier = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            barrier.wait()
+            work(n)
+        except BaseException as exc:  # surfaced by the caller: a thread cannot fail a test
+            errors.append(exc)
+
+    started = [threading.Thread(target=run, args=(n,)) for n in range(threads)]
+    for thread in started:
+        thread.start()
+    for thread in started:
+        thread.join()
+    return errors
+
+
 def test_threads_racing_on_the_same_keys(store: Store, backend: str, tmp_path: Path) -> None:
     keys = [f"k{i}" for i in range(30)]
-    barrier = threading.Barrier(6)
     results: list[dict[str, str]] = []
-    errors: list[BaseException] = []
 
     def worker(seed: int) -> None:
         order = keys[:]
         random.Random(seed).shuffle(order)
         got: dict[str, str] = {}
-        try:
-            barrier.wait()
-            for key in order:
-                row = store.record_rollout(make_rollout(key), [ModelCallRow(idx=0)], {"k": key})
-                got[key] = row.id
-        except BaseException as exc:  # surfaced below: a thread cannot fail the test itself
-            errors.append(exc)
         results.append(got)
+        for key in order:
+            row = store.record_rollout(make_rollout(key), [ModelCallRow(idx=0)], {"k": key})
+            got[key] = row.id
 
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert race(6, worker) == []
     recorded = store.rollouts()
     assert sorted(r.cache_key for r in recorded) == sorted(keys)
     ids = {r.cache_key: r.id for r in recorded}
@@ -464,30 +446,12 @@ def test_threads_racing_on_the_same_keys(store: Store, backend: str, tmp_path: P
 
 def test_threads_racing_on_an_edit_and_a_profile_key(store: Store) -> None:
     """Upserting one edit key and making one profile key current, from 6 threads at once."""
-    barrier = threading.Barrier(6)
-    errors: list[BaseException] = []
 
     def worker(n: int) -> None:
-        try:
-            barrier.wait()
-            store.record_edit(
-                EditRow(edit_key="e1", evolve_id="ev", parent_hash="h1", parent_name="base",
-                        direction="d", round=1, attempt=0, editor="rules", prompt="p",
-                        response=f"r{n}", status="evaluated")
-            )  # fmt: skip
-            store.record_profile(
-                ProfileRow(harness_hash="h1", harness_name="base", policy_id="p", suite="s",
-                           split="dev", created_at=float(n))
-            )  # fmt: skip
-        except BaseException as exc:  # surfaced below: a thread cannot fail the test itself
-            errors.append(exc)
+        store.record_edit(make_edit(response=f"r{n}"))
+        store.record_profile(make_profile(created_at=float(n)))
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert race(6, worker) == []
     assert len(store.edits(evolve_id="ev")) == 1
     history = store.profiles(current=None)
     assert len(history) == 6 and sum(p.current for p in history) == 1
