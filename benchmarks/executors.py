@@ -96,7 +96,6 @@ def main() -> None:
     parser.add_argument("--ray-address", default=None)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
     import ray
 
@@ -104,7 +103,6 @@ def main() -> None:
         address=args.ray_address,
         num_cpus=None if args.ray_address else max(args.workers),
         include_dashboard=False,
-        runtime_env={"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}},
     )
     results: dict = {
         "rollouts": args.rollouts,

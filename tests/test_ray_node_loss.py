@@ -48,7 +48,6 @@ def two_nodes():
     worker = cluster.add_node(num_cpus=1, object_store_memory=80 * 1024 * 1024)
     ray.init(
         address=cluster.address,
-        runtime_env={"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}},
     )
     cluster.wait_for_nodes()
     yield cluster, worker
