@@ -146,6 +146,9 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
         interrupted = True
         store.finish_run(run.id, "interrupted", None)
         raise
+    except Exception:  # a configuration error found on the way (Ray address, node setup)
+        store.finish_run(run.id, "failed", None)
+        raise
     ordered = [rows[j.cache_key] for j in jobs if j.cache_key in rows]
     summary = summarize(ordered)
     store.finish_run(run.id, "done" if not infra_failed else "failed", summary.to_dict())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import threading
 import time
 from dataclasses import replace
@@ -48,8 +49,6 @@ def ray_cluster():
         num_cpus=2,
         include_dashboard=False,
         object_store_memory=100 * 1024 * 1024,
-        # the workers' environment: litellm must not fetch its price list from the network
-        runtime_env={"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}},
     )
     yield ray
     ray.shutdown()
@@ -241,3 +240,15 @@ def test_an_unknown_executor_is_a_usage_error_before_anything_runs(workspace):
     assert result.exit_code == 2
     assert "--executor" in result.output and "unknown executor 'slurm'" in result.output
     assert load_workspace(workspace).open_store().rollouts() == []
+
+
+def test_a_ray_address_nobody_answers_at_fails_fast_and_marks_the_run_failed(workspace):
+    started = time.monotonic()
+    cli = ["eval", "dbbench-base", "--executor", "ray", "--ray-address", "127.0.0.1:1"]
+    result = CliRunner().invoke(app, [*cli, "--task", "dev-000", "--rollouts", "1"])
+    assert result.exit_code == 2, result.output
+    assert "--ray-address" in result.output and "no Ray cluster answers" in result.output
+    assert time.monotonic() - started < 30
+    assert load_workspace(workspace).open_store().rollouts() == []
+    with sqlite3.connect(workspace / ".harnessctl" / "store.db") as db:
+        assert db.execute("SELECT status FROM run").fetchall() == [("failed",)]

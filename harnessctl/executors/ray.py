@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 from typing import Any
 
 from ..errors import ConfigError, HarnessctlError, InfraError
@@ -34,6 +35,8 @@ def import_ray() -> Any:
 def connect(address: str | None) -> Any:
     """Join the cluster at ``address`` (or ``RAY_ADDRESS``), or start a local one; reused."""
     ray = import_ray()
+    if address:
+        _check_reachable(address)
     if not ray.is_initialized():
         try:
             ray.init(
@@ -46,6 +49,17 @@ def connect(address: str | None) -> Any:
             where = "--ray-address"
             raise ConfigError(where, f"cannot join Ray cluster {address!r}: {exc}") from None
     return ray
+
+
+def _check_reachable(address: str) -> None:
+    """Fail at once on a HOST:PORT nobody answers at: ``ray.init`` would wait for ever."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto", "local": Ray resolves and reports these itself
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise ConfigError("--ray-address", f"no Ray cluster answers at {address}: {exc}") from None
 
 
 class RayRunner(Recorder):
