@@ -47,4 +47,6 @@ DEFAULT_ROLLOUTS = 3
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_CALLS = 40
 DEFAULT_MAX_TOKENS = 60_000
+# environment steps per rollout of a host-served environment (its own default wins when set)
+DEFAULT_MAX_STEPS = 50
 INFRA_RETRIES = 2

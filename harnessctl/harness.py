@@ -159,8 +159,16 @@ def load_harness(path: Path | str) -> HarnessSpec:
     return HarnessSpec(path=root, manifest=manifest, hash=tree_hash(root))
 
 
-def runtime_version() -> str:
-    """Protocol version plus a hash of the runtime sources: part of every cache key."""
+def runtime_version(env: Any = None) -> str:
+    """The rollout's code version, part of every cache key: the runtime protocol version, a
+    hash of the generic runtime sources and, given the environment, its own version (its
+    sandbox code's hash for an in-sandbox kind), so changing one environment's code
+    invalidates that environment's rollouts only."""
     from .runtime import PROTOCOL_VERSION
 
-    return f"{PROTOCOL_VERSION}+{tree_hash(Path(__file__).parent / 'runtime')[:12]}"
+    version = f"{PROTOCOL_VERSION}+{tree_hash(Path(__file__).parent / 'runtime')[:12]}"
+    if env is not None:
+        from .envs import env_version
+
+        version += f"+{env_version(env)}"
+    return version

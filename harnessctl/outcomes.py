@@ -11,7 +11,8 @@ Classification order (first match wins):
    ``context_limit`` (the per-rollout token/call budget or the model's window ran out),
    ``tool_error`` (the harness aborted on a tool error, or the episode ran out of rounds
    while its last ``TOOL_ERROR_STREAK`` tool calls all failed: stuck on errors, not on time),
-   ``step_limit`` (rounds used up), ``wrong_answer`` (the episode completed, scored wrong).
+   ``step_limit`` (rounds or environment steps used up), ``wrong_answer`` (the episode
+   completed, scored wrong: a final answer, or a host-served environment that ended it).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ TOOL_ERROR_STREAK = 3
 # Statuses the sandbox runtime writes to result.json when an episode ends.
 RUNTIME_STATUSES = (
     "answered",
+    "done",  # a host-served environment ended the episode (won, lost or closed)
     "invalid_format",
     "invalid_action",
     "tool_error",
@@ -69,6 +71,8 @@ def classify(
         return Outcome.HARNESS_ERROR
     if success:
         return Outcome.SUCCESS
+    if runtime_status == "done":
+        return Outcome.WRONG_ANSWER  # the environment ended the episode and it was not won
     if runtime_status == "answered":
         return Outcome.INVALID_FORMAT if answer_unparsable else Outcome.WRONG_ANSWER
     if runtime_status == "step_limit" and tool_error_streak >= TOOL_ERROR_STREAK:

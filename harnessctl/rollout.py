@@ -8,6 +8,8 @@ API (``Pool.harness(name).rollout``) uses it directly for trainers.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -17,7 +19,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .envs import Environment, Task
+from .constants import DEFAULT_MAX_STEPS
+from .envs import Environment, Task, runtime_binding, surface
 from .gateway.ledger import RolloutLedger
 from .harness import HarnessSpec
 from .outcomes import Outcome, classify
@@ -88,7 +91,10 @@ class RolloutSession:
         port = os.environ.get("HARNESSCTL_GATEWAY_PORT")
         self.workdir_root = Path(tempfile.mkdtemp(prefix="hxrun-"))
         os.chmod(self.workdir_root, 0o711)
-        self.budget = Budget(max_calls=self.max_calls, max_tokens=self.max_tokens)
+        max_steps = int(getattr(self.env, "max_steps", 0) or DEFAULT_MAX_STEPS)
+        self.budget = Budget(
+            max_calls=self.max_calls, max_tokens=self.max_tokens, max_steps=max_steps
+        )
         self.gateway = Gateway(
             port=int(port) if port else None,
             retries=self.upstream_retries,
@@ -117,37 +123,47 @@ class RolloutSession:
         self.close()
 
     def run(self, harness: HarnessSpec, task: Task, seed: int, policy: Policy) -> RolloutRecord:
-        from .policies import oracle
+        from .policies import offline_channel
 
         rollout_id = uuid.uuid4().hex
         workdir = self.workdir_root / rollout_id
         workdir.mkdir()
+        episode = None
         try:
             self.env.prepare(task, workdir)
-            oracle.register(rollout_id, self.env.oracle(task))
+            if surface(self.env) == "host":
+                episode = self.env.open_episode(task, seed)  # type: ignore[attr-defined]
             token = self.gateway.open_rollout(
                 rollout_id,
                 model=policy.model,
                 params=dict(policy.params),
                 budget=self.budget,
                 metadata={"task_id": task.id, "seed": seed},
+                episode=episode,
             )
             env = {
                 "HXRT_GATEWAY": self.gateway.address,
                 "HXRT_TOKEN": token,
                 "HXRT_MANIFEST": harness.manifest.model_dump_json(),
                 "HXRT_LIMITS": json.dumps(self.limits.rlimits()),
+                "HXRT_ENV": json.dumps(runtime_binding(self.env)),
             }
+            code = getattr(self.env, "sandbox_code", None)
+            job = Job(rollout_id, harness, workdir, env, self.limits, (code,) if code else ())
             started = time.time()
-            try:
-                result = self.sandbox.run(Job(rollout_id, harness, workdir, env, self.limits))
-            finally:
-                ledger = self.gateway.close_rollout(token)
-                oracle.unregister(rollout_id)
+            # an offline test double sees the task's view (gold) only while it runs
+            with offline_channel(policy.model, rollout_id, self.env, task):
+                try:
+                    result = self.sandbox.run(job)
+                finally:
+                    ledger = self.gateway.close_rollout(token)
             return self._finish(
-                rollout_id, harness, task, seed, policy, workdir, result, ledger, started
+                rollout_id, harness, task, seed, policy, workdir, result, ledger, started, episode
             )
         finally:
+            if episode is not None:
+                with contextlib.suppress(Exception):  # a broken episode was already recorded
+                    episode.close()
             shutil.rmtree(workdir, ignore_errors=True)
 
     def _finish(
@@ -161,6 +177,7 @@ class RolloutSession:
         result: SandboxResult,
         ledger,
         started: float,
+        episode=None,
     ) -> RolloutRecord:
         runtime_result = _read_result(workdir)
         status = runtime_result.get("status") if runtime_result else None
@@ -173,7 +190,7 @@ class RolloutSession:
             and result.infra_error is None
             and status not in (None, "harness_error", "infra_error")
         ):
-            score = self.env.score(task, workdir, answer)
+            score = self.env.score(task, workdir, answer, episode)
         infra = result.infra_error or ledger.infra_error
         outcome = classify(
             infra_error=infra is not None,
@@ -200,6 +217,7 @@ class RolloutSession:
             },
             "events": _read_events(workdir),
             "calls": [_call_dict(c) for c in ledger.calls],
+            "steps": [dataclasses.asdict(s) for s in ledger.steps],
             "sandbox": {
                 "exit_code": result.exit_code,
                 "timed_out": result.timed_out,

@@ -44,3 +44,17 @@ def workspace(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("HARNESSCTL_WORKSPACE", str(ws))
     monkeypatch.chdir(ws)
     return ws
+
+
+@pytest.fixture
+def dbbench_runtime(monkeypatch) -> None:
+    """Bind the in-process runtime to DBBench's tools, as a rollout session does in the
+    sandbox (``HXRT_ENV``), for tests that run harness hooks without a sandbox."""
+    import json
+
+    binding = {
+        "kind": "dbbench",
+        "surface": "sandbox",
+        "package": "harnessctl.envs.dbbench.sandbox.hxenv_dbbench",  # the host-side name
+    }
+    monkeypatch.setenv("HXRT_ENV", json.dumps(binding))

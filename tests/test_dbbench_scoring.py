@@ -10,7 +10,7 @@ import pytest
 
 from harnessctl.envs import Task, get_environment
 from harnessctl.envs.dbbench import answers_match, normalise, parse_answer, score_record
-from harnessctl.runtime import sqlcompat
+from harnessctl.envs.dbbench.sandbox.hxenv_dbbench import sqlcompat
 
 DEV = Path(__file__).resolve().parent.parent / "examples" / "dbbench" / "dev.jsonl"
 ENV = get_environment("dbbench")

@@ -19,7 +19,7 @@ from harnessctl.envs import (
 )
 from harnessctl.envs.dbbench import DBBenchEnvironment, build_database
 from harnessctl.errors import ConfigError
-from harnessctl.runtime import sqlcompat
+from harnessctl.envs.dbbench.sandbox.hxenv_dbbench import sqlcompat
 
 DEV = Path(__file__).resolve().parent.parent / "examples" / "dbbench" / "dev.jsonl"
 RECORDS = [json.loads(line) for line in DEV.read_text(encoding="utf-8").splitlines()]

@@ -35,7 +35,7 @@ from tests.conftest import BASE_HARNESS, ROOT
 
 sys.modules.setdefault("harnessctl_runtime", rt)  # the name harness code imports it by
 
-DIRECTIONS_DIR = ROOT / "harnessctl" / "directions" / "dbbench"
+DIRECTIONS_DIR = ROOT / "harnessctl" / "envs" / "dbbench" / "directions"
 REPAIRS_DIR = DIRECTIONS_DIR / "repairs"
 REPAIR_FILES = sorted(REPAIRS_DIR.glob("*.yaml"))
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -171,7 +171,7 @@ class Script:
 
 
 @pytest.fixture
-def task_dir(tmp_path):
+def task_dir(tmp_path, dbbench_runtime):
     task = tmp_path / "task"
     task.mkdir()
     conn = sqlite3.connect(task / "db.sqlite")

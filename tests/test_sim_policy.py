@@ -363,17 +363,17 @@ def test_oracle_registry_copies_and_is_thread_safe() -> None:
 
 def test_missing_oracle_or_bad_params_are_400() -> None:
     msgs = [{"role": "user", "content": "hi"}]
-    with pytest.raises(litellm.BadRequestError, match="no oracle for rollout r-none"):
+    with pytest.raises(litellm.BadRequestError, match="no task view for rollout r-none"):
         litellm.completion(
             model="sim/dbbench", messages=msgs, metadata={"harnessctl": {"rollout_id": "r-none"}}
         )
-    with pytest.raises(litellm.BadRequestError, match="no oracle"):
+    with pytest.raises(litellm.BadRequestError, match="no task view"):
         litellm.completion(model="sim/dbbench", messages=msgs)
     with pytest.raises(litellm.BadRequestError, match="unknown param rate_typo"):
         _call(msgs, rate_typo=1.0)
     with pytest.raises(litellm.BadRequestError, match="between 0 and 1"):
         _call(msgs, skill=1.5)
-    with pytest.raises(litellm.BadRequestError, match="unknown offline model sim/nope"):
+    with pytest.raises(litellm.BadRequestError, match="unknown offline policy 'sim/nope'"):
         litellm.completion(model="sim/nope", messages=msgs)
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harnessctl.runtime import sqlcompat
+from harnessctl.envs.dbbench.sandbox.hxenv_dbbench import sqlcompat
 
 
 @pytest.fixture

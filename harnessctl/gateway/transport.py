@@ -68,12 +68,15 @@ def make_handler(
     authorize: Callable[[str | None], Any | None],
     chat: Callable[[Any, bytes], Response],
     models: Callable[[Any], dict[str, Any]],
+    posts: dict[str, Callable[[Any, bytes], Response]] | None = None,
 ) -> type[BaseHTTPRequestHandler]:
-    """Route ``POST /v1/chat/completions`` and ``GET /v1/models`` (both need a known token).
+    """Route ``POST /v1/chat/completions``, ``GET /v1/models`` and the extra ``posts`` routes
+    (the environment's reset and step); all need a known token.
 
-    ``authorize`` maps the Authorization header to a rollout (or None: 401); ``chat`` and
-    ``models`` answer for that rollout.
+    ``authorize`` maps the Authorization header to a rollout (or None: 401); ``chat``,
+    ``models`` and each of ``posts`` answer for that rollout.
     """
+    extra = dict(posts or {})
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -120,9 +123,11 @@ def make_handler(
                 self._send(413, protocol.error_body("invalid_request_error", "bad_request", msg))
                 return
             raw = self.rfile.read(length)
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            path = self.path.rstrip("/")
+            route = chat if path == "/v1/chat/completions" else extra.get(path)
+            if route is None:
                 self._not_found()
             elif (rollout := self._rollout()) is not None:
-                self._send(*chat(rollout, raw))
+                self._send(*route(rollout, raw))
 
     return Handler

@@ -1,43 +1,136 @@
 """Policies: the models a harness talks to through the gateway.
 
 Real models are plain litellm model strings (``openai/gpt-4o-mini``...). Offline policies are
-litellm *custom providers* registered here, so the gateway calls them through exactly the same
-``litellm.completion`` path; nothing else special-cases them.
+TEST DOUBLES, never models: ``sim/<name>`` (simulated agents with seeded failure modes) and
+``replay/<kind>`` (answers with the gold of any environment, to check it end to end). They are
+served by litellm *custom providers* (:mod:`.offline`), so the gateway calls them through
+exactly the same ``litellm.completion`` path as a real model.
 
-This module stays import-light: litellm is only touched inside :func:`register_providers`,
-which imports the provider module lazily.
+Offline policies are plugins of one registry (:data:`OFFLINE_POLICIES`, entry point group
+``harnessctl.policies``): a name ``sim/x`` or ``replay/x`` maps to a class with ``view(env,
+task)`` (the host-only view of the task it needs: the environment's oracle, the replay
+script...) and ``reply(view, messages, seed, params, tools)``. A rollout hands a task's view
+over only when its policy is offline (:func:`offline_channel`): a real model's rollout never
+copies gold anywhere.
+
+This module stays import-light: litellm is only touched inside :func:`register_providers`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import Iterator
+from typing import Any, Protocol
 
+from ..registry import Registry
+
+PROVIDERS = ("sim", "replay")
 SIM_PROVIDER = "sim"
 
-# Shown by ``--help`` and ``harnessctl policies``: name -> one line.
+
+class OfflineParamError(ValueError):
+    """An offline policy was given a parameter it does not take (answered as HTTP 400)."""
+
+
+class OfflinePolicy(Protocol):
+    """An offline test-double policy (see the module docstring)."""
+
+    description: str
+
+    def view(self, env: Any, task: Any) -> dict[str, Any]:
+        """What the policy needs to know about ``task`` (host only; may hold gold)."""
+        ...
+
+    def reply(
+        self,
+        view: dict[str, Any],
+        messages: list[Any],
+        seed: int,
+        params: dict[str, Any],
+        tools: list[dict[str, Any]],
+    ) -> str | dict[str, Any]:
+        """The reply text, or ``{"content": str | None, "tool_calls": [{"name", "arguments"}]}``."""
+        ...
+
+
+OFFLINE_POLICIES: Registry[OfflinePolicy] = Registry(
+    "harnessctl.policies",
+    "offline policy",
+    {
+        "sim/dbbench": "harnessctl.policies.dbbench_sim:SimDBBench",
+        "replay": "harnessctl.policies.replay:ReplayPolicy",
+    },
+    option="--policy",
+)
+
+# Shown by ``--help``: name -> one line (plugins add theirs through the registry).
 OFFLINE_PROVIDERS: dict[str, str] = {
     "sim/dbbench": (
         "TEST DOUBLE, not a model: oracle-backed simulated DBBench agent with seeded, "
         "harness-sensitive failure modes (offline, free, deterministic; params: skill, rate_<mode>)"
     ),
+    "replay/<kind>": (
+        "TEST DOUBLE, not a model: answers every task of environment <kind> with its gold "
+        "(e.g. replay/dbbench: the reference SQL, then the label), to check an environment "
+        "end to end through the whole rollout path"
+    ),
 }
+
+
+def is_offline(model: str) -> bool:
+    """Whether ``model`` names an offline test double (``sim/...`` or ``replay/...``)."""
+    return model.split("/", 1)[0] in PROVIDERS
+
+
+def get_offline_policy(model: str) -> OfflinePolicy:
+    """The offline policy named ``model``; ``replay/<kind>`` works for every environment."""
+    provider, _, name = model.partition("/")
+    if provider == "replay" and name:
+        return OFFLINE_POLICIES.get("replay")(name)
+    return OFFLINE_POLICIES.create(model)
+
+
+@contextlib.contextmanager
+def offline_channel(model: str, rollout_id: str, env: Any, task: Any) -> Iterator[None]:
+    """While a rollout of an offline policy runs, make the task's view reachable by rollout id
+    (:mod:`.oracle`); for any other model, nothing is computed or kept."""
+    if not is_offline(model):
+        yield
+        return
+    from . import oracle
+
+    view = get_offline_policy(model).view(env, task)
+    with oracle.registered(rollout_id, view):
+        yield
 
 
 def register_providers(litellm_module: Any) -> None:
     """Add the offline providers to ``litellm_module.custom_provider_map`` (idempotent).
 
     Takes the litellm module as an argument so the caller decides when the ~4 s import happens.
-    Also registers the offline models with a zero price, so litellm's cost tracking reports 0
-    instead of failing on an unknown model.
+    Also registers the built-in offline models with a zero price, so litellm's cost tracking
+    reports 0 instead of failing on an unknown model.
     """
-    from .sim import MODEL_INFO, SimProvider
+    from .offline import OfflineProvider, model_info
 
     current = list(getattr(litellm_module, "custom_provider_map", None) or [])
-    if any(entry.get("provider") == SIM_PROVIDER for entry in current):
-        return
-    current.append({"provider": SIM_PROVIDER, "custom_handler": SimProvider()})
+    have = {entry.get("provider") for entry in current}
+    for provider in PROVIDERS:
+        if provider not in have:
+            current.append({"provider": provider, "custom_handler": OfflineProvider(provider)})
     litellm_module.custom_provider_map = current
-    litellm_module.register_model(MODEL_INFO)
+    names = [n for n in OFFLINE_POLICIES.names() if "/" in n]
+    litellm_module.register_model(model_info(names))
 
 
-__all__ = ["OFFLINE_PROVIDERS", "SIM_PROVIDER", "register_providers"]
+__all__ = [
+    "OFFLINE_POLICIES",
+    "OFFLINE_PROVIDERS",
+    "SIM_PROVIDER",
+    "OfflineParamError",
+    "OfflinePolicy",
+    "get_offline_policy",
+    "is_offline",
+    "offline_channel",
+    "register_providers",
+]

@@ -258,3 +258,52 @@ def next_reply(
         hist.last_kind == "answer" or (hist.last_kind == "bare" and sig.asks_for_list(hist.latest))
     )
     return _answer("I found what the question asks for.", values, bare=bare)
+
+
+def _unit_float(params: Mapping[str, Any], key: str, default: float) -> float:
+    from . import OfflineParamError
+
+    raw = params.get(key, default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise OfflineParamError(f"param {key}={raw!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise OfflineParamError(f"param {key}={value} must be between 0 and 1")
+    return value
+
+
+def read_params(params: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
+    """(skill, per-mode rate overrides) from the call's parameters."""
+    from . import OfflineParamError
+
+    skill = _unit_float(params, "skill", DEFAULT_SKILL)
+    overrides: dict[str, float] = {}
+    for key in params:
+        if not key.startswith("rate_"):
+            continue
+        mode = key.removeprefix("rate_")
+        if mode not in MODES:
+            raise OfflineParamError(f"unknown param {key}; failure modes are: {', '.join(MODES)}")
+        overrides[mode] = _unit_float(params, key, 0.0)
+    return skill, overrides
+
+
+class SimDBBench:
+    """``sim/dbbench`` as an offline policy plugin: the environment's oracle is its view."""
+
+    description = "TEST DOUBLE: simulated DBBench agent with seeded failure modes"
+
+    def view(self, env: Any, task: Any) -> dict[str, Any]:
+        return dict(env.oracle(task))
+
+    def reply(
+        self,
+        view: Mapping[str, Any],
+        messages: Any,
+        seed: int,
+        params: Mapping[str, Any],
+        tools: Any,
+    ) -> str:
+        skill, overrides = read_params(params)
+        return next_reply(view, messages, seed, effective_rates(skill, overrides))

@@ -15,8 +15,10 @@ import sys
 from pathlib import Path
 
 from .client import GatewayClient
+from .env import EnvClient, EnvError
 from .harness import Harness, State
 from .loop import EventLog, episode_result, run_episode
+from .tools import env_spec
 
 EXIT_OK = 0
 EXIT_BAD_SETUP = 3
@@ -62,11 +64,24 @@ def load_harness(harness_dir: Path, task_dir: Path, manifest: dict) -> Harness:
     return cls(harness_dir, task_dir, manifest.get("settings") or {})
 
 
+def start_episode(task: dict, log: EventLog) -> None:
+    """Reset a host-served environment's episode before any harness code runs; its first
+    observation and public info join the task (``task["observation"]``, ``task["info"]``)."""
+    if env_spec().get("surface") != "host":
+        return
+    first = EnvClient.from_env().reset()
+    task["observation"], task["info"] = first.observation, first.info
+    log.write("reset", observation=first.observation)
+
+
 def main() -> None:
     # Harness code imports the runtime as ``harnessctl_runtime``; alias it when the host
     # package layout is used (tests run the runtime straight from the source tree).
     sys.modules.setdefault("harnessctl_runtime", sys.modules[__package__])
     env = os.environ
+    # the environment's own in-sandbox code (read-only copies staged by the backend)
+    for path in reversed([p for p in env.get("HXRT_ENV_PATH", "").split(os.pathsep) if p]):
+        sys.path.insert(1, path)
     task_dir = Path(env.get("HXRT_TASK_DIR", "/task"))
     harness_dir = Path(env.get("HXRT_HARNESS_DIR", "/harness"))
     apply_limits(json.loads(env.get("HXRT_LIMITS") or "{}"))
@@ -76,10 +91,16 @@ def main() -> None:
     state = State(task=task, max_rounds=15)
     error: BaseException | None = None
     try:
-        harness = load_harness(harness_dir, task_dir, manifest)
-        state.max_rounds = harness.max_rounds
-        log.write("start", harness=manifest.get("name"), task_id=task.get("task_id"))
-        run_episode(harness, state, GatewayClient.from_env(), log)
+        start_episode(task, log)
+    except EnvError as exc:  # the host-served environment did not start: an infra error
+        state.status = "infra_error"
+        log.write("env_error", error=str(exc))
+    try:
+        if state.status is None:
+            harness = load_harness(harness_dir, task_dir, manifest)
+            state.max_rounds = harness.max_rounds
+            log.write("start", harness=manifest.get("name"), task_id=task.get("task_id"))
+            run_episode(harness, state, GatewayClient.from_env(), log)
     except Exception as exc:  # harness code raised: classified harness_error by the host
         error = exc
     result = episode_result(state, error)

@@ -1,47 +1,48 @@
-"""Environment tools the runtime offers a harness, chosen by the task's ``env``."""
+"""The tools a harness gets: whatever the rollout's environment provides.
+
+The host says which environment the rollout runs in through ``HXRT_ENV`` (JSON), set by the
+rollout session from the environment plugin; the runtime names no environment itself:
+
+- ``{"surface": "sandbox", "package": "hxenv_x"}``: an in-sandbox environment; its own
+  stdlib-only package (copied next to the runtime) provides ``open_tools(task_dir, runtime)``;
+- ``{"surface": "host", "tools": ["act", ...]}``: a host-served environment; each tool sends
+  its action to the host episode through the gateway (:mod:`.env`).
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
-import sqlite3
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
-from . import sqlcompat
+ENV_SPEC = "HXRT_ENV"  # mirrors harnessctl.constants.RT_ENV_ENV (this package cannot import it)
 
 
-class SQLTool:
-    """One SQL statement per call against the task's SQLite database."""
+def env_spec() -> dict[str, Any]:
+    """The environment binding the host set for this rollout (empty when none)."""
+    raw = os.environ.get(ENV_SPEC)
+    if not raw:
+        return {}
+    spec = json.loads(raw)
+    return spec if isinstance(spec, dict) else {}
 
-    name = "sql"
 
-    def __init__(self, db_path: Path) -> None:
-        self.db_path = db_path
-        self._conn: sqlite3.Connection | None = None
-
-    @property
-    def conn(self) -> sqlite3.Connection:  # opened lazily: a harness may not use it
-        if self._conn is None:
-            self._conn = sqlcompat.connect(str(self.db_path))
-        return self._conn
-
-    def run(self, sql: str, limit: int = 800):
+def open_tools(task_dir: Path) -> dict[str, Any]:
+    """The tools of the rollout's environment for the task in ``task_dir``."""
+    spec = env_spec()
+    runtime = sys.modules[__package__ or "harnessctl_runtime"]
+    if spec.get("surface") == "sandbox" and spec.get("package"):
+        module = importlib.import_module(str(spec["package"]))
+        return dict(module.open_tools(Path(task_dir), runtime))
+    if spec.get("surface") == "host":
+        from .env import EnvClient, HostTool
         from .harness import Observation
 
-        ok, payload = sqlcompat.execute(self.conn, sql)
-        return Observation(text=sqlcompat.observation(ok, payload, limit), ok=ok, payload=payload)
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-
-def open_tools(task_dir: Path) -> dict:
-    """The tools for the task in ``task_dir`` (empty when there is no task.json)."""
-    spec = task_dir / "task.json"
-    if not spec.exists():
-        return {}
-    task = json.loads(spec.read_text(encoding="utf-8"))
-    if task.get("env") == "dbbench":
-        return {"sql": SQLTool(task_dir / task.get("database", "db.sqlite"))}
+        client = EnvClient.from_env()
+        return {
+            str(name): HostTool(str(name), client, Observation) for name in spec.get("tools") or []
+        }
     return {}

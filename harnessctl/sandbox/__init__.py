@@ -9,13 +9,15 @@ Backends are chosen by short name (``local``, ``docker``) or a dotted path
 
 from __future__ import annotations
 
-import importlib
+import os
+import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import ConfigError
 from ..harness import HarnessSpec
+from ..registry import Registry
 
 BUILTIN = {
     "local": "harnessctl.sandbox.local:LocalSandbox",
@@ -46,13 +48,39 @@ class Limits:
 
 @dataclass
 class Job:
-    """One rollout to run: ``env`` holds the HXRT_* variables for the runtime."""
+    """One rollout to run: ``env`` holds the HXRT_* variables for the runtime; ``packages``
+    the environment's in-sandbox code (:class:`harnessctl.envs.SandboxCode`), which the
+    backend makes importable, read only, and names in ``HXRT_ENV_PATH``."""
 
     rollout_id: str
     harness: HarnessSpec
     workdir: Path
     env: dict[str, str]
     limits: Limits
+    packages: tuple = ()
+
+
+def stage_packages(root: Path, packages: tuple, lock: threading.Lock) -> list[str]:
+    """Copy each package once per version under ``root/envs`` (read only); the directories to
+    put on the sandbox's ``sys.path``, relative to ``root``."""
+    dirs = []
+    for code in packages:
+        rel = f"envs/{code.package}-{code.version}"
+        with lock:
+            target = root / rel
+            if not target.exists():
+                tmp = root / "envs" / f".{code.package}-{code.version}.tmp"
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.copytree(
+                    code.path, tmp / code.package, ignore=shutil.ignore_patterns("__pycache__")
+                )
+                for dirpath, _dirnames, filenames in os.walk(tmp):
+                    for name in filenames:
+                        os.chmod(Path(dirpath) / name, 0o444)
+                    os.chmod(dirpath, 0o555)
+                tmp.rename(target)
+        dirs.append(rel)
+    return dirs
 
 
 @dataclass
@@ -76,19 +104,11 @@ class Sandbox(Protocol):
     def close(self) -> None: ...
 
 
-def get_sandbox(name: str, **options) -> Sandbox:
-    """Instantiate a backend by short name, dotted path or entry point."""
-    target = BUILTIN.get(name)
-    if target is None and ":" in name:
-        target = name
-    if target is None:
-        from importlib.metadata import entry_points
+SANDBOXES: Registry[Sandbox] = Registry(
+    "harnessctl.sandboxes", "sandbox backend", BUILTIN, option="--sandbox"
+)
 
-        for ep in entry_points(group="harnessctl.sandboxes"):
-            if ep.name == name:
-                return ep.load()(**options)
-        known = ", ".join(sorted(BUILTIN))
-        raise ConfigError("--sandbox", f"unknown sandbox backend {name!r} (known: {known})")
-    module_name, _, attr = target.partition(":")
-    cls = getattr(importlib.import_module(module_name), attr)
-    return cls(**options)
+
+def get_sandbox(name: str, **options) -> Sandbox:
+    """Instantiate a backend by short name, entry point or dotted path."""
+    return SANDBOXES.create(name, **options)

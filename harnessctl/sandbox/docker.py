@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HarnessctlError
-from . import Job, Limits, SandboxResult
+from . import Job, Limits, SandboxResult, stage_packages
 from .docker_files import copy_in, copy_out, read_only_tree
 from .docker_reaper import live_pid_count, reap_containers
 
@@ -128,6 +128,7 @@ class DockerSandbox:
         )
         read_only_tree(self.root / "rt")
         (self.root / "harnesses").mkdir(mode=0o755)
+        (self.root / "envs").mkdir(mode=0o755)
         self.isolation = {
             "backend": "docker",
             "image": self.image,
@@ -173,6 +174,7 @@ class DockerSandbox:
         mem = f"{limits.memory_mb}m"
         volumes = {
             str(self.root / "rt"): {"bind": "/rt", "mode": "ro"},
+            str(self.root / "envs"): {"bind": "/envs", "mode": "ro"},
             str(self.root / "harnesses"): {"bind": "/harness", "mode": "ro"},
             str(home / "task"): {"bind": "/task", "mode": "rw"},
             str(home / "log"): {"bind": LOG_DIR, "mode": "rw"},
@@ -248,12 +250,15 @@ class DockerSandbox:
         """Run one rollout in a warm container; never raises for engine failures."""
         started = time.monotonic()
         harness_dir = self._harness_dir(job)
+        env_path = ":".join(
+            f"/{rel}" for rel in stage_packages(self.root, job.packages, self._copy_lock)
+        )
         try:
             warm = self._acquire(job.limits)
         except Exception as exc:  # engine down, image gone, limits refused
             return self._infra(f"cannot create a container: {exc}", started)
         try:
-            return self._exec(warm, job, harness_dir, started)
+            return self._exec(warm, job, harness_dir, env_path, started)
         except Exception as exc:  # the engine failed mid-rollout: retried by the evaluator
             self._discard(warm)
             return self._infra(f"docker engine error: {type(exc).__name__}: {exc}", started)
@@ -263,7 +268,7 @@ class DockerSandbox:
             None, False, time.monotonic() - started, infra_error=message, isolation=self.isolation
         )
 
-    def _exec(self, warm: _Container, job: Job, harness_dir: str, started: float):
+    def _exec(self, warm: _Container, job: Job, harness_dir: str, env_path: str, started: float):
         assert self.client is not None
         api = self.client.api
         copy_in(job.workdir, warm.task_dir)
@@ -276,6 +281,7 @@ class DockerSandbox:
             "PYTHONDONTWRITEBYTECODE": "1",
             **job.env,
             "HXRT_HARNESS_DIR": harness_dir,
+            "HXRT_ENV_PATH": env_path,
             "HXRT_TASK_DIR": "/task",
         }
         exec_id = api.exec_create(

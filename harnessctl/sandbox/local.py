@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import Job, SandboxResult
+from . import Job, SandboxResult, stage_packages
 
 SANDBOX_UID = 65534  # nobody
 BOOT = "import sys; sys.path.insert(0, {path!r}); from harnessctl_runtime.boot import main; main()"
@@ -115,6 +115,7 @@ class LocalSandbox:
     def run(self, job: Job) -> SandboxResult:
         assert self.root is not None, "start() the sandbox first"
         harness_dir = self._harness_copy(job)
+        env_path = stage_packages(self.root, job.packages, self._copy_lock)
         if os.geteuid() == 0 and self.isolation.get("user") == "nobody":
             _chown_tree(job.workdir, SANDBOX_UID)
         env = {
@@ -124,6 +125,7 @@ class LocalSandbox:
             "PYTHONDONTWRITEBYTECODE": "1",
             **job.env,
             "HXRT_HARNESS_DIR": str(harness_dir),
+            "HXRT_ENV_PATH": os.pathsep.join(str(self.root / rel) for rel in env_path),
             "HXRT_TASK_DIR": str(job.workdir),
         }
         cmd = [*self.prefix, self.python, "-I", "-S", "-c", BOOT.format(path=str(self.root / "rt"))]

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harnessctl.envs import Score, Task, TaskSet
+from harnessctl.envs import SandboxCode, Score, Task, TaskSet
 
 from .database import build_database, column_names, table_rows
 from .records import KIND, MUTATION_TYPES, RecordError, check_record, is_mutation, load_jsonl
@@ -23,6 +23,9 @@ from .scoring import answers_match, normalise, parse_answer, score_record
 
 DB_FILE = "db.sqlite"
 TASK_FILE = "task.json"
+HERE = Path(__file__).resolve().parent
+#: The SQL layer the harness's ``sql`` tool runs in the sandbox (also used by the scorer).
+SANDBOX_CODE = SandboxCode(package="hxenv_dbbench", path=HERE / "sandbox" / "hxenv_dbbench")
 
 
 def public_task(task: Task) -> dict[str, Any]:
@@ -39,9 +42,15 @@ def public_task(task: Task) -> dict[str, Any]:
 
 
 class DBBenchEnvironment:
-    """AgentBench DBBench (v0.2 protocol) on SQLite."""
+    """AgentBench DBBench (v0.2 protocol) on SQLite; in-sandbox (the SQL tool runs there)."""
 
     kind = KIND
+    surface = "sandbox"
+    sandbox_code = SANDBOX_CODE
+    #: Bumped when loading or scoring changes what a rollout's outcome would be.
+    version = "1"
+    #: Repair directions (and the rule-based editor's repairs) for DBBench harnesses.
+    directions = HERE / "directions"
 
     def load_tasks(self, path: Path) -> TaskSet:
         """Load a DBBench JSONL file; broken records become problems (``records``)."""
@@ -55,9 +64,36 @@ class DBBenchEnvironment:
         text = json.dumps(public_task(task), ensure_ascii=False, indent=2)
         (workdir / TASK_FILE).write_text(text + "\n", encoding="utf-8")
 
-    def score(self, task: Task, workdir: Path, answer: str | None) -> Score:
+    def score(self, task: Task, workdir: Path, answer: str | None, episode: Any = None) -> Score:
         """Score the table left in ``workdir/db.sqlite`` or the final ``answer``."""
         return score_record(task.record, Path(workdir) / DB_FILE, answer)
+
+    def replay(self, task: Task) -> list[dict[str, Any]]:
+        """The gold as a script for ``replay/dbbench`` (host only): the reference SQL (a
+        mutation's statement, or a query's SQL where the record has one), then the label as
+        the final answer. Each step in the text protocol and as a function call."""
+        record = task.record
+        mutation = is_mutation(record)
+        sql = record["label"][0] if mutation else None
+        if not mutation and isinstance(record.get("sql"), dict):
+            sql = record["sql"].get("query")
+        answer = [] if mutation else list(record["label"])
+        shown = json.dumps(answer, ensure_ascii=False)
+        steps: list[dict[str, Any]] = []
+        if sql:
+            steps.append(
+                {
+                    "text": f"Action: Operation\n```sql\n{sql}\n```",
+                    "tool_call": {"name": "execute_sql", "arguments": {"query": sql}},
+                }
+            )
+        steps.append(
+            {
+                "text": f"Action: Answer\nFinal Answer: {shown}",
+                "tool_call": {"name": "commit_final_answer", "arguments": {"answers": answer}},
+            }
+        )
+        return steps
 
     def oracle(self, task: Task) -> dict[str, Any]:
         """The whole task, gold included, for the offline simulated policy (host only)."""
@@ -80,6 +116,7 @@ class DBBenchEnvironment:
 
 __all__ = [
     "DB_FILE",
+    "SANDBOX_CODE",
     "KIND",
     "MUTATION_TYPES",
     "TASK_FILE",

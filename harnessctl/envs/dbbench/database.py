@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harnessctl.runtime.sqlcompat import quote_ident
+from .sandbox.hxenv_dbbench.sqlcompat import quote_ident
 
 
 def cell_text(value: Any) -> str | None:

@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from harnessctl.envs import Score
-from harnessctl.runtime import sqlcompat
 
 from .database import column_names
 from .records import gold_hash, is_mutation
+from .sandbox.hxenv_dbbench import sqlcompat
 
 FLOAT_TOLERANCE = 0.01
 MAX_ANSWER_CHARS = 100_000  # parsing is bounded: literal_eval on megabytes is a DoS vector

@@ -1,0 +1,129 @@
+"""Host-served environments behind the gateway: ``POST /v1/env/reset`` and ``/v1/env/step``.
+
+A rollout opened with an episode (:class:`harnessctl.envs.Episode`) may reset and step it with
+its bearer token. Each request is recorded as a :class:`StepRecord` in the rollout's ledger;
+the step budget (``Budget.max_steps``) refuses steps once spent (400 ``step_budget_exceeded``,
+the runtime's ``step_limit``). An episode that raises is an infrastructure failure: the
+ledger's ``infra_error`` is set (the host retries the rollout) and the harness gets a 502.
+Observations and info go to the harness, so environments must keep gold out of them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import protocol
+from .transport import Response
+
+RESET_PATH = "/v1/env/reset"
+STEP_PATH = "/v1/env/step"
+MAX_ARGUMENT_CHARS = 100_000
+
+
+@dataclass
+class StepRecord:
+    """One reset or step of a host-served episode, as the harness asked and the host answered."""
+
+    index: int
+    kind: str  # "reset" | "step"
+    tool: str | None
+    argument: str
+    arguments: dict[str, Any] | None
+    observation: str
+    done: bool
+    info: dict[str, Any]
+    status: str  # ok | rejected | step_budget_exceeded | env_error
+    error: str | None
+    latency_s: float
+    started_at: float
+
+
+@dataclass
+class EpisodeSlot:
+    """The episode of one rollout and its step accounting (guarded by the rollout's lock)."""
+
+    episode: Any
+    max_steps: int
+    steps_taken: int = 0
+    done: bool = False
+    records: list[StepRecord] = field(default_factory=list)
+    # one request at a time per episode (simulators are not thread-safe); not the rollout's
+    # lock, so a slow step never holds up the model calls' bookkeeping
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise protocol.RequestError(f"body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise protocol.RequestError("body must be a JSON object")
+    return body
+
+
+def _action(body: dict[str, Any]) -> tuple[str, str, dict[str, Any] | None]:
+    tool, argument, arguments = body.get("tool"), body.get("argument", ""), body.get("arguments")
+    if not isinstance(tool, str) or not tool:
+        raise protocol.RequestError("tool must be a non-empty string")
+    if not isinstance(argument, str) or len(argument) > MAX_ARGUMENT_CHARS:
+        raise protocol.RequestError(f"argument must be a string of <= {MAX_ARGUMENT_CHARS} chars")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise protocol.RequestError("arguments must be a JSON object")
+    return tool, argument, arguments
+
+
+def handle(rollout: Any, raw: bytes, *, path: str) -> Response:
+    """Answer a reset or step request of ``rollout`` (a gateway ``_Rollout``)."""
+    slot: EpisodeSlot | None = rollout.episode
+    if slot is None:
+        msg = "this rollout's environment is not host-served"
+        return 404, protocol.error_body("not_found", "no_episode", msg)
+    started = time.time()
+    kind = "reset" if path == RESET_PATH else "step"
+    try:
+        body = _parse(raw)
+        tool, argument, arguments = (None, "", None) if kind == "reset" else _action(body)
+    except protocol.RequestError as exc:
+        return 400, protocol.error_body("invalid_request_error", "bad_request", str(exc))
+    with slot.lock:
+        index = len(slot.records)
+        record = StepRecord(
+            index, kind, tool, argument, arguments, "", False, {}, "ok", None, 0.0, started
+        )
+        if kind == "step" and slot.steps_taken >= slot.max_steps:
+            record.status = "step_budget_exceeded"
+            record.error = f"step budget exhausted: {slot.steps_taken} of {slot.max_steps} steps"
+            slot.records.append(record)
+            code = "step_budget_exceeded"
+            return 400, protocol.error_body(code, code, record.error)
+        if kind == "step":
+            slot.steps_taken += 1
+        t0 = time.monotonic()
+        try:
+            if kind == "reset":
+                result = slot.episode.reset()
+            else:
+                result = slot.episode.step(tool, argument, arguments)
+            observation, done = str(result.observation), bool(result.done)
+            info = dict(result.info or {})
+            json.dumps(info)  # what cannot travel to the harness is an environment bug
+        except Exception as exc:  # the environment failed: never the harness's fault
+            record.status, record.error = "env_error", f"{type(exc).__name__}: {exc}"
+            record.latency_s = time.monotonic() - t0
+            slot.records.append(record)
+            with rollout.cond:
+                if rollout.ledger.infra_error is None:
+                    rollout.ledger.infra_error = f"environment episode failed: {record.error}"
+            return 502, protocol.error_body("server_error", "env_error", record.error)
+        record.latency_s = time.monotonic() - t0
+        record.observation, record.done, record.info = observation, done, info
+        if info.get("error"):
+            record.status = "rejected"
+        slot.done = slot.done or done
+        slot.records.append(record)
+    return 200, {"observation": observation, "done": done, "info": info}
