@@ -15,7 +15,7 @@ Measures, at 1 and 2 workers, with the offline policy (sim/dbbench), the same ep
 read-only copy at /rt, the backend's own boot command) with the real harness (a read-only
 copy at /harness) on a task directory prepared by the environment's own `prepare`, calling
 a real gateway (harnessctl's `Gateway`, in this process, on a unix socket mounted read-only)
-that serves `sim/dbbench` with the task's oracle registered, as `RolloutSession.run` does.
+that serves `sim/dbbench` with the task's view registered, as `RolloutSession.run` does.
 Containers get the backend's hardening: no network, user 65534, all capabilities dropped,
 no-new-privileges, read-only root with a 64 MB tmpfs on /tmp, memory = memory + swap =
 1024 MB, 72 pids, 1 CPU. What (b) leaves out is what harnessctl adds: orchestration,
@@ -51,10 +51,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harnessctl.constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_TOKENS, DEFAULT_POLICY
+from harnessctl.envs import runtime_binding
 from harnessctl.gateway import Budget, Gateway
 from harnessctl.gateway.llm import get_litellm
 from harnessctl.harness import load_harness
-from harnessctl.policies import oracle
+from harnessctl.policies import get_offline_policy, oracle
 from harnessctl.policy import Policy
 from harnessctl.sandbox import Limits
 from harnessctl.sandbox.docker import BOOT, LOG_DIR, SANDBOX_USER
@@ -172,6 +173,8 @@ class Episodes:
             rt / "harnessctl_runtime",
             ignore=shutil.ignore_patterns("__pycache__"),
         )
+        code = self.env.sandbox_code  # DBBench's own SQL layer, next to the runtime
+        shutil.copytree(code.path, rt / code.package, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copytree(
             self.harness.path,
             self.root / "harness",
@@ -211,7 +214,8 @@ class Episodes:
             os.unlink(entry.path)
         self.env.prepare(task, task_dir)
         give_to_sandbox(task_dir, *task_dir.iterdir())
-        oracle.register(rollout_id, self.env.oracle(task))
+        # the offline policy's own channel, as RolloutSession.run opens it
+        oracle.register(rollout_id, get_offline_policy(self.policy.model).view(self.env, task))
         token = self.gateway.open_rollout(
             rollout_id,
             model=self.policy.model,
@@ -230,6 +234,7 @@ class Episodes:
             "HXRT_LIMITS": json.dumps(LIMITS.rlimits()),
             "HXRT_HARNESS_DIR": "/harness",
             "HXRT_TASK_DIR": "/task",
+            "HXRT_ENV": json.dumps(runtime_binding(self.env)),
         }
         return rollout_id, token, env
 
