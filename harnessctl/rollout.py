@@ -22,9 +22,20 @@ from pathlib import Path
 from .constants import DEFAULT_MAX_STEPS
 from .envs import Environment, Task, runtime_binding, surface
 from .gateway.ledger import RolloutLedger
+from .gateway.protocol import redact
 from .harness import HarnessSpec
 from .outcomes import Outcome, classify
 from .policy import Policy
+from .records import (
+    EnvStep,
+    HarnessRef,
+    ModelCall,
+    PolicyRef,
+    RuntimeResult,
+    SandboxRecord,
+    ScoreRecord,
+    Trajectory,
+)
 from .sandbox import Job, Limits, Sandbox, SandboxResult
 
 MAX_EVENTS_BYTES = 4 * 1024 * 1024
@@ -42,7 +53,7 @@ class RolloutRecord:
     outcome: Outcome
     error: str | None
     runtime_result: dict | None
-    trajectory: dict
+    trajectory: Trajectory
     ledger: RolloutLedger
     isolation: dict
     wall_s: float
@@ -200,33 +211,34 @@ class RolloutSession:
             answer_unparsable=bool(score and score.answer_unparsable),
             tool_error_streak=int((runtime_result or {}).get("tool_error_streak") or 0),
         )
-        trajectory = {
-            "rollout_id": rollout_id,
-            "task_id": task.id,
-            "seed": seed,
-            "harness": {"name": harness.name, "hash": harness.hash},
-            "policy": {"model": policy.model, "params": policy.params},
-            "outcome": outcome.value,
-            "result": runtime_result,
-            "score": None
+        trajectory = Trajectory(
+            rollout_id=rollout_id,
+            task_id=task.id,
+            seed=seed,
+            env=task.env,
+            harness=HarnessRef(name=harness.name, hash=harness.hash),
+            policy=PolicyRef(model=policy.model, params=redact(policy.params)),
+            outcome=outcome.value,
+            result=RuntimeResult.model_validate(runtime_result) if runtime_result else None,
+            score=None
             if score is None
-            else {
-                "success": score.success,
-                "answer_unparsable": score.answer_unparsable,
-                "detail": score.detail,
-            },
-            "events": _read_events(workdir),
-            "calls": [_call_dict(c) for c in ledger.calls],
-            "steps": [dataclasses.asdict(s) for s in ledger.steps],
-            "sandbox": {
-                "exit_code": result.exit_code,
-                "timed_out": result.timed_out,
-                "wall_s": result.wall_s,
-                "stdout_tail": result.stdout_tail,
-                "stderr_tail": result.stderr_tail,
-                "isolation": result.isolation,
-            },
-        }
+            else ScoreRecord(
+                success=score.success,
+                answer_unparsable=score.answer_unparsable,
+                detail=score.detail,
+            ),
+            events=_read_events(workdir),
+            calls=[_call_record(c) for c in ledger.calls],
+            steps=[EnvStep.model_validate(dataclasses.asdict(s)) for s in ledger.steps],
+            sandbox=SandboxRecord(
+                exit_code=result.exit_code,
+                timed_out=result.timed_out,
+                wall_s=result.wall_s,
+                stdout_tail=result.stdout_tail,
+                stderr_tail=result.stderr_tail,
+                isolation=result.isolation,
+            ),
+        )
         return RolloutRecord(
             rollout_id=rollout_id,
             task=task,
@@ -243,21 +255,23 @@ class RolloutSession:
         )
 
 
-def _call_dict(call) -> dict:
-    return {
-        "index": call.index,
-        "model": call.model,
-        "messages": call.messages,
-        "params": call.params,
-        "reply": call.reply,
-        "status": call.status,
-        "prompt_tokens": call.prompt_tokens,
-        "completion_tokens": call.completion_tokens,
-        "cost_usd": call.cost_usd,
-        "latency_s": call.latency_s,
-        "attempts": call.attempts,
-        "error": call.error,
-    }
+def _call_record(call) -> ModelCall:
+    return ModelCall(
+        index=call.index,
+        model=call.model,
+        messages=call.messages,
+        params=call.params,
+        reply=call.reply,
+        tools=getattr(call, "tools", None),
+        tool_calls=list(getattr(call, "tool_calls", None) or []),
+        status=call.status,
+        prompt_tokens=call.prompt_tokens,
+        completion_tokens=call.completion_tokens,
+        cost_usd=call.cost_usd,
+        latency_s=call.latency_s,
+        attempts=call.attempts,
+        error=call.error,
+    )
 
 
 def _read_result(workdir: Path) -> dict | None:

@@ -144,15 +144,15 @@ def test_replay_plays_a_host_served_episode_through_the_gateway(counter):
     task = suite.tasks("dev").by_id()["games-000"]
     rec = run(suite.environment, harness, task, Policy("replay/counter"))
     assert rec.outcome == "success"
-    steps = rec.trajectory["steps"]
-    assert [s["kind"] for s in steps] == ["reset", "step", "step"]
-    assert [s["observation"] for s in steps] == [
+    steps = rec.trajectory.steps
+    assert [s.kind for s in steps] == ["reset", "step", "step"]
+    assert [s.observation for s in steps] == [
         "The counter shows 0.",
         "The counter shows 1.",
         "The counter shows 2.",
     ]
-    assert steps[-1]["done"] is True and steps[1]["argument"] == "inc"
-    assert rec.trajectory["result"]["status"] == "done"
+    assert steps[-1].done is True and steps[1].argument == "inc"
+    assert rec.trajectory.result is not None and rec.trajectory.result.status == "done"
     assert all(e.closed for e in CounterEpisode.opened)
 
 
@@ -161,7 +161,7 @@ def test_the_step_budget_ends_the_episode_as_step_limit(counter):
     task = suite.tasks("dev").by_id()["games-002"]  # target 9 > max_steps 6
     rec = run(suite.environment, harness, task, Policy("replay/counter"))
     assert rec.outcome == "step_limit"
-    statuses = [s["status"] for s in rec.trajectory["steps"]]
+    statuses = [s.status for s in rec.trajectory.steps]
     assert statuses.count("ok") == 1 + 6  # the reset and six steps
     assert statuses[-1] == "step_budget_exceeded"
 
@@ -190,7 +190,7 @@ def test_a_rejected_command_is_a_tool_error_the_harness_sees(counter):
         rec = run(suite.environment, harness, task, policy)
         second_call = stub.chat_requests[1].body["messages"]
     assert rec.outcome == "success"
-    assert rec.trajectory["steps"][1]["status"] == "rejected"
+    assert rec.trajectory.steps[1].status == "rejected"
     assert second_call[-1] == {"role": "user", "content": "Nothing happens."}
     # the first observation reached the harness as part of the task, the target did not
     assert "The counter shows 0." in second_call[0]["content"]

@@ -20,6 +20,7 @@ from ..envs import Task, get_environment
 from ..errors import HarnessctlError
 from ..harness import HarnessSpec, load_harness
 from ..policy import Policy
+from ..records import Trajectory
 from ..sandbox import Limits
 from .integrity import MANIFEST, PoolIntegrityError, check_pool
 
@@ -53,7 +54,7 @@ class RolloutOutput:
     messages: list[dict]
     usage: list[dict]
     error: str | None = None
-    trajectory: dict = field(default_factory=dict, repr=False)
+    trajectory: Trajectory | None = field(default=None, repr=False)
 
     @property
     def success(self) -> bool:
@@ -92,19 +93,19 @@ class PoolHarness:
             task = task_from_record(task, env=self.spec.manifest.env)
         real = policy.to_policy() if isinstance(policy, EndpointPolicy) else policy
         rec = self.pool.session().run(self.spec, task, seed, real)
-        calls = rec.trajectory.get("calls") or []
+        calls = rec.trajectory.calls
         messages: list[dict] = []
         if calls:
-            messages = list(calls[-1].get("messages") or [])
-            if calls[-1].get("reply") is not None:
-                messages.append({"role": "assistant", "content": calls[-1]["reply"]})
+            messages = list(calls[-1].messages)
+            if calls[-1].reply is not None:
+                messages.append({"role": "assistant", "content": calls[-1].reply})
         usage = [
             {
-                "prompt_tokens": c["prompt_tokens"],
-                "completion_tokens": c["completion_tokens"],
-                "cost_usd": c["cost_usd"],
-                "latency_s": c["latency_s"],
-                "status": c["status"],
+                "prompt_tokens": c.prompt_tokens,
+                "completion_tokens": c.completion_tokens,
+                "cost_usd": c.cost_usd,
+                "latency_s": c.latency_s,
+                "status": c.status,
             }
             for c in calls
         ]

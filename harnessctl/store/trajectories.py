@@ -20,8 +20,11 @@ from harnessctl.errors import HarnessctlError
 _COMPRESSLEVEL = 6  # level 9 costs several times the CPU for a few percent on JSON
 
 
-def write_trajectory(path: Path, trajectory: dict[str, Any]) -> None:
-    """Write ``trajectory`` as gzip JSON to ``path`` atomically (creating parent folders)."""
+def write_trajectory(path: Path, trajectory: Any) -> None:
+    """Write ``trajectory`` (a :class:`harnessctl.records.Trajectory` or its plain form) as
+    gzip JSON to ``path`` atomically (creating parent folders)."""
+    if hasattr(trajectory, "model_dump"):
+        trajectory = trajectory.model_dump(mode="json")
     payload = json.dumps(trajectory, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -1,0 +1,283 @@
+"""Typed, versioned records passed between stages: trajectories and behavior profiles.
+
+Every consumer (``show``, the report, digests for editors, the Pool API, exports, profiles,
+routing, regression tests) reads these models, never string keys of a loose dict. Both carry
+a format version; a record written by an older version is upgraded when read
+(:meth:`Trajectory.load`, :meth:`Profile.load`), and a record of a newer, unknown version is
+refused with an error naming it.
+
+The trajectory format is documented in docs/trajectory.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import HarnessctlError
+
+TRAJECTORY_FORMAT = 1
+PROFILE_VERSION = 1
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- trajectories ----------------------------------------------------------------------------
+
+
+class HarnessRef(_Record):
+    """Which harness ran: its name and content hash."""
+
+    name: str
+    hash: str
+
+
+class PolicyRef(_Record):
+    """Which policy answered: the litellm model string and its parameters, secrets redacted."""
+
+    model: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelCall(_Record):
+    """One request the harness made to the gateway, answered or refused (the ledger's record)."""
+
+    index: int
+    model: str
+    messages: list[dict[str, Any]]
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Parameters sent upstream, secrets redacted."""
+    reply: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    """The function tools the request offered (OpenAI format), if any."""
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    """The function calls the reply made (OpenAI format)."""
+    status: str = "ok"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    attempts: int = 1
+    error: str | None = None
+
+
+class EnvStep(_Record):
+    """One reset or step of a host-served environment's episode, as recorded on the host."""
+
+    index: int
+    kind: Literal["reset", "step"]
+    tool: str | None = None
+    argument: str = ""
+    arguments: dict[str, Any] | None = None
+    observation: str = ""
+    done: bool = False
+    info: dict[str, Any] = Field(default_factory=dict)
+    status: str = "ok"
+    """``ok``, ``rejected`` (info["error"]), ``step_budget_exceeded`` or ``env_error``."""
+    error: str | None = None
+    latency_s: float = 0.0
+    started_at: float = 0.0
+
+
+class RuntimeResult(_Record):
+    """What the sandboxed runtime reported in ``result.json`` (untrusted; type-checked)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    status: str
+    answer: Any = None
+    rounds: int = 0
+    tool_error_streak: int = 0
+    error: str | None = None
+    traceback: str | None = None
+
+
+class ScoreRecord(_Record):
+    """The host's verdict on the episode."""
+
+    success: bool
+    answer_unparsable: bool = False
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class SandboxRecord(_Record):
+    """How the sandbox ran the rollout."""
+
+    exit_code: int | None = None
+    timed_out: bool = False
+    wall_s: float = 0.0
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    isolation: dict[str, Any] = Field(default_factory=dict)
+
+
+class Trajectory(_Record):
+    """Everything one rollout left: the runtime's events, the gateway's ledger of model calls,
+    the environment's steps, the host's score and outcome."""
+
+    format_version: int = TRAJECTORY_FORMAT
+    rollout_id: str
+    task_id: str
+    seed: int
+    env: str = ""
+    harness: HarnessRef
+    policy: PolicyRef
+    outcome: str
+    result: RuntimeResult | None = None
+    score: ScoreRecord | None = None
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    """The runtime's event log (``start``, ``reset``, ``turn``, ``model_error``, ``end``...),
+    written by untrusted code: free-form, bounded in size."""
+    calls: list[ModelCall] = Field(default_factory=list)
+    steps: list[EnvStep] = Field(default_factory=list)
+    sandbox: SandboxRecord = Field(default_factory=SandboxRecord)
+
+    def turns(self) -> list[dict[str, Any]]:
+        """The runtime's ``turn`` events, in order."""
+        return [e for e in self.events if e.get("event") == "turn"]
+
+    @classmethod
+    def load(cls, data: dict[str, Any], where: str = "trajectory") -> Trajectory:
+        """Validate a stored trajectory, upgrading older formats (0: no version, no steps)."""
+        version = data.get("format_version", 0)
+        if not isinstance(version, int) or version > TRAJECTORY_FORMAT:
+            raise HarnessctlError(
+                f"{where}: format_version {version!r} is newer than this harnessctl "
+                f"understands ({TRAJECTORY_FORMAT}); upgrade harnessctl"
+            )
+        upgraded = {**data, "format_version": TRAJECTORY_FORMAT}
+        return cls.model_validate(upgraded)
+
+
+# --- profiles ---------------------------------------------------------------------------------
+
+
+class Rate(_Record):
+    """Successes out of rollouts, the rate and its 95% Wilson interval."""
+
+    successes: int
+    rollouts: int
+    rate: float
+    ci95: list[float]
+
+
+class Spread(_Record):
+    mean: float
+    p50: float
+    p90: float
+    max: float
+
+
+class RescuedTask(_Record):
+    task: str
+    category: str
+    successes: int
+    rollouts: int
+    rate: float
+
+
+class RescueCell(_Record):
+    rescued: int
+    of: int
+
+
+class RescueEvidence(_Record):
+    """Paired evidence over every base-failed (task, seed): what the router scores."""
+
+    base_failures: int
+    rescued: int
+    by_category: dict[str, RescueCell] = Field(default_factory=dict)
+    by_outcome: dict[str, RescueCell] = Field(default_factory=dict)
+
+
+class Rescue(_Record):
+    opportunities: int
+    count: int
+    rate: float
+    tasks: list[RescuedTask] = Field(default_factory=list)
+    evidence: RescueEvidence | None = None
+
+
+class ProfileHarness(_Record):
+    name: str
+    hash: str
+    description: str = ""
+    parent: str | None = None
+    direction: str | None = None
+
+
+class ProfilePolicy(_Record):
+    id: str
+    model: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class SuiteRef(_Record):
+    id: str
+    name: str
+
+
+class Card(_Record):
+    """The behavior card: the profile in words, for people and LLM voters."""
+
+    summary: str = ""
+    rescues: list[str] = Field(default_factory=list)
+    fixes: list[str] = Field(default_factory=list)
+    regresses: list[str] = Field(default_factory=list)
+    costs: list[str] = Field(default_factory=list)
+
+
+class Profile(_Record):
+    """One harness under one policy on one suite split (see docs/profiles.md)."""
+
+    version: int = PROFILE_VERSION
+    kind: str = "full"
+    harness: ProfileHarness
+    base: HarnessRef
+    policy: ProfilePolicy
+    suite: SuiteRef
+    split: str
+    tasks: int
+    seeds: list[int]
+    success: Rate
+    categories: dict[str, Rate] = Field(default_factory=dict)
+    outcomes: dict[str, int] = Field(default_factory=dict)
+    steps: Spread
+    tokens: Spread
+    cost_usd: Spread
+    latency_s: Spread
+    rescue: Rescue
+    regressed_tasks: list[str] = Field(default_factory=list)
+    per_task: dict[str, list[int]] = Field(default_factory=dict)
+    card: Card | None = None
+
+    @property
+    def is_base(self) -> bool:
+        return self.harness.hash == self.base.hash
+
+    @classmethod
+    def load(cls, data: dict[str, Any], where: str = "profile") -> Profile:
+        version = data.get("version", PROFILE_VERSION)
+        if not isinstance(version, int) or version > PROFILE_VERSION:
+            raise HarnessctlError(
+                f"{where}: profile version {version!r} is newer than this harnessctl "
+                f"understands ({PROFILE_VERSION}); upgrade harnessctl"
+            )
+        return cls.model_validate(data)
+
+    def dump(self) -> dict[str, Any]:
+        """The plain-data form written to YAML and the store (``None`` card left out)."""
+        return self.model_dump(mode="json", exclude_none=False)
+
+
+__all__ = [
+    "PROFILE_VERSION",
+    "TRAJECTORY_FORMAT",
+    "EnvStep",
+    "ModelCall",
+    "Profile",
+    "Trajectory",
+]

@@ -1,0 +1,74 @@
+"""The typed, versioned records between stages: trajectories and profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harnessctl.errors import HarnessctlError
+from harnessctl.harness import load_harness
+from harnessctl.policy import Policy
+from harnessctl.records import TRAJECTORY_FORMAT, Profile, Trajectory
+from harnessctl.rollout import RolloutSession
+from harnessctl.sandbox import Limits
+from harnessctl.suite import load_suite
+from tests.conftest import BASE_HARNESS, EXAMPLE_SUITE, ROOT
+from tests.openai_stub import OpenAIStub, Reply
+
+
+def test_a_rollout_leaves_a_versioned_trajectory_without_secrets():
+    suite = load_suite(EXAMPLE_SUITE)
+    task = suite.tasks("dev").by_id()["dev-004"]
+    script = ["Action: Operation\n```sql\nSELECT 1\n```", 'Action: Answer\nFinal Answer: ["1"]']
+    with OpenAIStub() as stub:
+        stub.push(*(Reply(text) for text in script))
+        policy = Policy("openai/stub", {"api_base": stub.url, "api_key": "sk-very-secret"})
+        with RolloutSession(suite.environment, limits=Limits(timeout_s=30)) as session:
+            rec = session.run(load_harness(BASE_HARNESS), task, 0, policy)
+    traj = rec.trajectory
+    assert isinstance(traj, Trajectory) and traj.format_version == TRAJECTORY_FORMAT
+    assert traj.env == "dbbench" and traj.task_id == "dev-004"
+    assert traj.policy.params["api_key"] == "***"
+    assert "sk-very-secret" not in traj.model_dump_json()
+    assert [c.reply for c in traj.calls] == script
+    assert [t["kind"] for t in traj.turns()] == ["tool", "answer"]
+    assert traj.steps == []  # an in-sandbox environment
+    again = Trajectory.load(traj.model_dump(mode="json"))
+    assert again == traj
+
+
+def test_an_unversioned_trajectory_is_upgraded_and_a_newer_one_refused():
+    legacy = {
+        "rollout_id": "r",
+        "task_id": "t",
+        "seed": 0,
+        "harness": {"name": "h", "hash": "x"},
+        "policy": {"model": "sim/dbbench", "params": {}},
+        "outcome": "success",
+        "result": {"status": "answered", "answer": "[]", "rounds": 1},
+        "score": {"success": True, "answer_unparsable": False, "detail": {}},
+        "events": [],
+        "calls": [],
+        "sandbox": {"exit_code": 0, "timed_out": False, "wall_s": 0.1},
+    }
+    traj = Trajectory.load(legacy)
+    assert traj.format_version == TRAJECTORY_FORMAT and traj.steps == []
+    with pytest.raises(HarnessctlError, match="format_version 99 is newer"):
+        Trajectory.load({**legacy, "format_version": 99}, where="x.json.gz")
+
+
+def test_a_committed_profile_round_trips_through_the_model():
+    path = ROOT / "profiles" / "dbbench-base" / "sim-dbbench" / "dbbench-dev.train.yaml"
+    data = yaml.safe_load(path.read_text())
+    profile = Profile.load(data, where=str(path))
+    assert profile.is_base and profile.success.rollouts == 80
+    assert profile.dump() == data
+
+
+def test_a_profile_with_an_unknown_field_is_refused(tmp_path: Path):
+    path = ROOT / "profiles" / "dbbench-base" / "sim-dbbench" / "dbbench-dev.train.yaml"
+    data = yaml.safe_load(path.read_text())
+    with pytest.raises(Exception, match="sucess"):
+        Profile.load({**data, "sucess": 1})
