@@ -34,7 +34,7 @@ class HarnessManifest(BaseModel):
     """Directory-safe name, unique in a workspace (lowercase letters, digits, ``._-``)."""
     description: str = ""
     """One or two sentences: what this harness does differently."""
-    env: str = "dbbench"
+    env: str
     """The environment kind the harness speaks (a suite's ``env`` must match)."""
     entry: str = "harness.py:Harness"
     """``file.py:Class`` of the harness class, relative to the harness directory."""
@@ -157,6 +157,15 @@ def load_harness(path: Path | str) -> HarnessSpec:
     if not entry_file.is_file():
         raise ConfigError(f"{manifest_path}: entry", f"{entry_file.name} does not exist")
     return HarnessSpec(path=root, manifest=manifest, hash=tree_hash(root))
+
+
+def check_environment(spec: HarnessSpec, env_kind: str) -> None:
+    """A harness runs only in the environment its manifest names: ``ConfigError`` otherwise."""
+    if spec.manifest.env != env_kind:
+        raise ConfigError(
+            f"{spec.path / MANIFEST}: env",
+            f"harness {spec.name!r} speaks {spec.manifest.env!r}, the tasks are {env_kind!r}",
+        )
 
 
 def runtime_version(env: Any = None) -> str:

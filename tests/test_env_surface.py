@@ -280,3 +280,15 @@ def test_a_host_served_kind_without_open_episode_is_refused():
             envs.get_environment("broken-host")
     finally:
         envs.ENVIRONMENTS.unregister("broken-host")
+
+
+def test_a_harness_runs_only_in_its_own_environment(counter, workspace):
+    from harnessctl.errors import ConfigError
+
+    _, counter_harness = counter
+    dbbench_suite = load_suite(workspace / "examples" / "dbbench")
+    store = load_workspace(workspace).open_store()
+    request = EvalRequest(counter_harness, dbbench_suite, "dev", Policy("replay/dbbench"))
+    with pytest.raises(ConfigError, match="speaks 'counter', the tasks are 'dbbench'"):
+        evaluate(request, store)
+    assert store.rollouts() == []

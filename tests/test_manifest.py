@@ -58,14 +58,23 @@ def test_bad_entry_and_bad_name_name_the_field(harness_copy):
     with pytest.raises(ConfigError) as err:
         load_harness(harness_copy)
     assert err.value.where.endswith(": name")
-    path.write_text("name: ok\nentry: missing.py:Harness\n")
+    path.write_text("name: ok\nenv: dbbench\nentry: missing.py:Harness\n")
     with pytest.raises(ConfigError) as err:
         load_harness(harness_copy)
     assert err.value.where.endswith(": entry")
     assert "missing.py" in err.value.message
-    path.write_text("name: ok\nentry: ../../etc/passwd.py:X\n")
+    path.write_text("name: ok\nenv: dbbench\nentry: ../../etc/passwd.py:X\n")
     with pytest.raises(ConfigError):
         load_harness(harness_copy)
+
+
+def test_the_environment_must_be_named(harness_copy):
+    path = harness_copy / "harness.yaml"
+    path.write_text("name: ok\nentry: harness.py:DBBenchHarness\n")
+    with pytest.raises(ConfigError) as err:
+        load_harness(harness_copy)
+    assert err.value.where.endswith(": env")
+    assert "required" in err.value.message.lower()
 
 
 def test_symlinks_are_refused(harness_copy):

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..envs import Task, get_environment
 from ..errors import HarnessctlError
-from ..harness import HarnessSpec, load_harness
+from ..harness import HarnessSpec, check_environment, load_harness
 from ..policy import Policy
 from ..records import Trajectory
 from ..sandbox import Limits
@@ -92,6 +92,7 @@ class PoolHarness:
         if isinstance(task, dict):
             task = task_from_record(task, env=self.spec.manifest.env)
         real = policy.to_policy() if isinstance(policy, EndpointPolicy) else policy
+        check_environment(self.spec, task.env)
         rec = self.pool.session().run(self.spec, task, seed, real)
         calls = rec.trajectory.calls
         messages: list[dict] = []
