@@ -10,6 +10,8 @@ Usage::
 Each ``POST /v1/chat/completions`` consumes the next queued behaviour; when the queue is empty
 the ``default`` behaviour answers (a plain reply unless replaced). ``content`` of a reply may be a
 callable taking the request body, for tests that answer from the prompt (voters, editors).
+A reply may carry OpenAI ``tool_calls`` (``stub.calls(...)``): function calling as a real
+server does it (``content`` null unless given, finish reason ``tool_calls``).
 Every request received is recorded, in arrival order, before it is answered.
 """
 
@@ -31,10 +33,11 @@ Content = str | Callable[[dict[str, Any]], str]
 class Reply:
     """Answer 200 with one assistant message and the given usage."""
 
-    content: Content
+    content: Content | None
     prompt_tokens: int = 10
     completion_tokens: int = 5
-    finish_reason: str = "stop"
+    finish_reason: str | None = None  # "tool_calls" when there are some, else "stop"
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -110,6 +113,21 @@ class OpenAIStub:
     def reply(self, content: Content, **usage: Any) -> OpenAIStub:
         return self.push(Reply(content, **usage))
 
+    def calls(self, *calls: tuple[str, str, dict[str, Any] | str], **kw: Any) -> OpenAIStub:
+        """Answer with function calls, each ``(id, name, arguments)``; ``content=`` adds text."""
+        tool_calls = [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "arguments": args if isinstance(args, str) else json.dumps(args),
+                },
+            }
+            for call_id, name, args in calls
+        ]
+        return self.push(Reply(kw.pop("content", None), tool_calls=tool_calls, **kw))
+
     def fail(self, status: int, message: str = "stub failure", **kw: Any) -> OpenAIStub:
         return self.push(Fail(status, message, **kw))
 
@@ -144,6 +162,10 @@ class OpenAIStub:
 
 def _completion_body(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
     content = reply.content(request) if callable(reply.content) else reply.content
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reply.tool_calls:
+        message["tool_calls"] = reply.tool_calls
+    finish_reason = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
     return {
         "id": f"chatcmpl-stub-{time.monotonic_ns()}",
         "object": "chat.completion",
@@ -152,8 +174,8 @@ def _completion_body(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": reply.finish_reason,
+                "message": message,
+                "finish_reason": finish_reason,
             }
         ],
         "usage": {

@@ -215,6 +215,9 @@ def test_malformed_requests_are_400_and_recorded(gw, stub):
         f'{{"messages": {ok_messages}, "stream": true}}'.encode(),
         f'{{"messages": {ok_messages}, "n": 2}}'.encode(),
         f'{{"messages": {ok_messages}, "temperature": "hot"}}'.encode(),
+        f'{{"messages": {ok_messages}, "tools": [{{"type": "function"}}]}}'.encode(),
+        f'{{"messages": {ok_messages}, "tool_choice": "required"}}'.encode(),
+        b'{"messages": [{"role": "tool", "content": "rows"}]}',
     ]
     assert [raw_post(gw, token, body) for body in cases] == [(400, "bad_request")] * len(cases)
     assert raw_post(gw, token, b"{}", path="/v1/embeddings") == (404, "not_found")

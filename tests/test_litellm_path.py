@@ -164,3 +164,39 @@ def test_metadata_reaches_a_custom_provider(litellm_module):
         litellm_module.custom_provider_map = saved
     assert c.content == "echoed"
     assert seen == [{"task_id": "t7", "seed": 3}]
+
+
+def test_tools_go_upstream_and_tool_calls_come_back(stub):
+    tools = [{"type": "function", "function": {"name": "sql", "parameters": {"type": "object"}}}]
+    stub.calls(("call_1", "sql", {"query": "SELECT 1"}), ("call_2", "sql", "{}"))
+    c = call(stub.url, tools=tools, tool_choice="required")
+    [req] = stub.chat_requests
+    assert req.body is not None
+    assert (req.body["tools"], req.body["tool_choice"]) == (tools, "required")
+    assert (c.content, c.finish_reason) == ("", "tool_calls")
+    assert c.tool_calls == [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "sql", "arguments": '{"query": "SELECT 1"}'},
+        },
+        {"id": "call_2", "type": "function", "function": {"name": "sql", "arguments": "{}"}},
+    ]
+
+
+def test_tool_calls_are_normalised_to_the_openai_shape():
+    calls = [
+        {"id": "a", "function": {"name": "f", "arguments": {"x": 1}}},  # arguments as an object
+        {"function": {"name": "g"}},  # no id, no arguments
+    ]
+    first, second = llm.tool_call_dicts(calls)
+    assert first == {
+        "id": "a",
+        "type": "function",
+        "function": {"name": "f", "arguments": '{"x": 1}'},
+    }
+    assert second["id"].startswith("call_") and second["function"] == {
+        "name": "g",
+        "arguments": "{}",
+    }
+    assert llm.tool_call_dicts(None) == []

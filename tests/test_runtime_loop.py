@@ -34,7 +34,7 @@ class Script:
 
 
 @pytest.fixture
-def task_dir(tmp_path):
+def task_dir(tmp_path, dbbench_runtime):
     conn = sqlite3.connect(tmp_path / "db.sqlite")
     conn.execute("CREATE TABLE `Game Schedule` (`Game` TEXT, `Opponent` TEXT)")
     conn.executemany("INSERT INTO `Game Schedule` VALUES (?, ?)", [("1", "Athlone Town")] * 900)

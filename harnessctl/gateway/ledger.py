@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harnessctl.constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_TOKENS
+from harnessctl.constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS
 
 # CallRecord.status values.
 OK = "ok"
@@ -24,9 +24,11 @@ class Budget:
 
     max_calls: int = DEFAULT_MAX_CALLS
     max_tokens: int = DEFAULT_MAX_TOKENS
+    #: Environment steps a host-served episode may take (resets are not counted).
+    max_steps: int = DEFAULT_MAX_STEPS
 
     def __post_init__(self) -> None:
-        if self.max_calls < 0 or self.max_tokens < 0:
+        if self.max_calls < 0 or self.max_tokens < 0 or self.max_steps < 0:
             raise ValueError(f"budget limits must be >= 0, got {self}")
 
 
@@ -35,7 +37,10 @@ class CallRecord:
     """One request the harness made, answered or refused.
 
     ``params`` are the parameters sent upstream (harness sampling settings overridden by the
-    policy's), with secrets such as ``api_key`` redacted. ``reply`` is kept even when withheld
+    policy's, ``tool_choice``...), with secrets such as ``api_key`` redacted; the function specs
+    the request offered are in ``tools`` instead (None when it offered none). ``reply`` is the
+    reply's text and ``tool_calls`` its function calls in the OpenAI shape (``{id, type,
+    function: {name, arguments}}``, arguments a JSON string); both are kept even when withheld
     for the budget, for audit. ``model`` is the model name the provider reported.
     """
 
@@ -52,6 +57,8 @@ class CallRecord:
     status: str  # one of CALL_STATUSES
     error: str | None
     started_at: float  # unix time the request arrived
+    tools: list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def total_tokens(self) -> int:
@@ -69,6 +76,8 @@ class RolloutLedger:
     rollout_id: str
     model: str
     calls: list[CallRecord] = field(default_factory=list)
+    #: Resets and steps of a host-served episode (``harnessctl.gateway.episodes.StepRecord``).
+    steps: list[Any] = field(default_factory=list)
     infra_error: str | None = None
     budget_exceeded: str | None = None
 

@@ -7,10 +7,12 @@ of upstream attempts is known, recorded and deterministic.
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -55,7 +57,9 @@ class ModelRequestError(HarnessctlError):
 @dataclass
 class Completion:
     """One successful model call. ``latency_s`` covers all attempts and backoff waits;
-    ``model`` is the model name the provider reported (its exact version when it says)."""
+    ``model`` is the model name the provider reported (its exact version when it says);
+    ``tool_calls`` are the reply's function calls in the OpenAI dict shape (``{id, type:
+    "function", function: {name, arguments}}``, arguments a JSON string)."""
 
     content: str
     prompt_tokens: int
@@ -65,6 +69,7 @@ class Completion:
     attempts: int
     finish_reason: str | None
     model: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 def get_litellm() -> ModuleType:
@@ -115,7 +120,8 @@ def complete(
     Attempt ``i`` (0-based) that fails retryably is followed by a ``backoff_s * 2**i`` wait, up to
     ``retries`` retries; then :class:`UpstreamError`. Context-window overflows raise
     :class:`ContextWindowError`, other 4xx :class:`ModelRequestError`, neither retried.
-    ``params`` (sampling settings, ``api_base``, ``api_key``...) pass through to litellm;
+    ``params`` (sampling settings, ``tools``/``tool_choice``, ``api_base``, ``api_key``...)
+    pass through to litellm;
     ``metadata`` reaches custom providers as ``litellm_params["metadata"]`` (litellm does not
     send it to OpenAI-style APIs). ``drop_params`` defaults to True: a sampling setting the
     provider does not support (say ``seed``) is dropped instead of failing the rollout.
@@ -170,6 +176,7 @@ def _to_completion(
 ) -> Completion:
     choice = response.choices[0]
     content = choice.message.content or ""
+    tool_calls = tool_call_dicts(getattr(choice.message, "tool_calls", None))
     usage = getattr(response, "usage", None)
     prompt_tokens = getattr(usage, "prompt_tokens", None)
     completion_tokens = getattr(usage, "completion_tokens", None)
@@ -177,7 +184,10 @@ def _to_completion(
     if prompt_tokens is None:
         prompt_tokens = litellm.token_counter(model=model, messages=messages)
     if completion_tokens is None:
-        completion_tokens = litellm.token_counter(model=model, text=content)
+        said = content + "".join(
+            c["function"]["name"] + c["function"]["arguments"] for c in tool_calls
+        )
+        completion_tokens = litellm.token_counter(model=model, text=said)
     try:
         cost = float(litellm.completion_cost(completion_response=response) or 0.0)
     except Exception:  # unknown price (local or custom model): cost is unknown, not an error
@@ -191,4 +201,33 @@ def _to_completion(
         attempts=attempts,
         finish_reason=getattr(choice, "finish_reason", None),
         model=str(getattr(response, "model", None) or model),
+        tool_calls=tool_calls,
     )
+
+
+def tool_call_dicts(calls: Any) -> list[dict[str, Any]]:
+    """A reply's tool calls (litellm objects or dicts) as plain OpenAI dicts.
+
+    Providers differ at the edges: arguments given as an object are JSON-encoded, a missing
+    id is made up (a tool message must be able to answer the call), a missing name is empty.
+    """
+    out = []
+    for call in calls or []:
+        fn = _field(call, "function")
+        arguments = _field(fn, "arguments")
+        if arguments is None:
+            arguments = "{}"
+        elif not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        out.append(
+            {
+                "id": str(_field(call, "id") or f"call_{secrets.token_hex(8)}"),
+                "type": "function",
+                "function": {"name": str(_field(fn, "name") or ""), "arguments": arguments},
+            }
+        )
+    return out
+
+
+def _field(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)

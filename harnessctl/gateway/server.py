@@ -9,6 +9,8 @@ variable, which is never held while the model is called.
 
 from __future__ import annotations
 
+import copy
+import functools
 import secrets
 import socketserver
 import threading
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import llm, protocol, transport
+from . import episodes, llm, protocol, transport
 from .ledger import (
     BAD_REQUEST,
     BUDGET_EXCEEDED,
@@ -57,6 +59,7 @@ class _Rollout:
     sent: int = 0  # calls that went (or are going) upstream: what max_calls limits
     in_flight: int = 0
     cond: threading.Condition = field(default_factory=threading.Condition)
+    episode: episodes.EpisodeSlot | None = None  # a host-served environment's episode
 
     def record(
         self, messages: list[dict[str, Any]], params: dict[str, Any], started_at: float
@@ -101,7 +104,13 @@ class Gateway:
         """Bind and serve in a daemon thread; sets ``address`` (and ``socket_path``)."""
         if self._server is not None:
             raise RuntimeError("gateway already started")
-        handler = transport.make_handler(self._authorize, self._chat, self._models)
+        env_routes = {
+            path: functools.partial(episodes.handle, path=path)
+            for path in (episodes.RESET_PATH, episodes.STEP_PATH)
+        }
+        handler = transport.make_handler(
+            self._authorize, self._chat, self._models, posts=env_routes
+        )
         if self._port is not None:
             tcp = transport.TCPServer(("127.0.0.1", self._port), handler)
             self._server, self.address = tcp, f"http://127.0.0.1:{tcp.server_address[1]}"
@@ -140,16 +149,22 @@ class Gateway:
         params: dict[str, Any],
         budget: Budget,
         metadata: dict[str, Any] | None = None,
+        episode: Any = None,
     ) -> str:
         """Register a rollout; return the fresh bearer token its harness must present.
 
         ``params`` (policy sampling settings, api_base...) override the harness's own;
-        ``metadata`` reaches the provider as ``metadata["harnessctl"]`` on every call.
+        ``metadata`` reaches the provider as ``metadata["harnessctl"]`` on every call;
+        ``episode`` (a host-served environment's :class:`harnessctl.envs.Episode`) is what
+        the token may reset and step, at most ``budget.max_steps`` steps.
         """
         token = secrets.token_urlsafe(24)
         ledger = RolloutLedger(rollout_id, model)
+        state = _Rollout(ledger, dict(params), budget, dict(metadata or {}))
+        if episode is not None:
+            state.episode = episodes.EpisodeSlot(episode, budget.max_steps)
         with self._lock:
-            self._rollouts[token] = _Rollout(ledger, dict(params), budget, dict(metadata or {}))
+            self._rollouts[token] = state
         return token
 
     def close_rollout(self, token: str, *, wait_s: float = 5.0) -> RolloutLedger:
@@ -163,7 +178,12 @@ class Gateway:
         with state.cond:
             state.cond.wait_for(lambda: state.in_flight == 0, timeout=wait_s)
             calls = sorted(state.ledger.calls, key=lambda c: c.index)
-            return replace(state.ledger, calls=calls)
+        steps: list[Any] = []
+        if state.episode is not None:
+            with state.episode.lock:  # a step still running finishes first
+                steps = list(state.episode.records)
+        with state.cond:
+            return replace(state.ledger, calls=calls, steps=steps)
 
     # --- request handlers (run on the server's threads) ---
     def _authorize(self, authorization: str | None) -> _Rollout | None:
@@ -189,7 +209,11 @@ class Gateway:
             return 400, protocol.error_body("invalid_request_error", "bad_request", str(exc))
         params = {**harness_params, **state.params}
         with state.cond:
-            rec = state.record(messages, params, started_at)
+            # the function specs are recorded once, in rec.tools, not again among the params
+            rec = state.record(
+                messages, {k: v for k, v in params.items() if k != "tools"}, started_at
+            )
+            rec.tools = copy.deepcopy(params.get("tools"))  # litellm may rewrite what it is sent
             used = ledger.total_tokens
             refusal = None
             if state.sent >= budget.max_calls:
@@ -219,7 +243,7 @@ class Gateway:
         try:
             c = self._completer(
                 ledger.model,
-                [dict(m) for m in rec.messages],  # the record keeps what the harness sent
+                copy.deepcopy(rec.messages),  # the record keeps what the harness sent
                 params,
                 metadata=meta,
                 timeout_s=self.timeout_s,
@@ -254,6 +278,7 @@ class Gateway:
 
     def _finish(self, state: _Rollout, rec: CallRecord, c: llm.Completion) -> Response:
         rec.model, rec.reply, rec.attempts = c.model, c.content, c.attempts
+        rec.tool_calls = c.tool_calls
         rec.prompt_tokens, rec.completion_tokens = c.prompt_tokens, c.completion_tokens
         rec.cost_usd, rec.latency_s = c.cost_usd, c.latency_s
         ledger, limit = state.ledger, state.budget.max_tokens
@@ -271,5 +296,6 @@ class Gateway:
             finish_reason=c.finish_reason,
             prompt_tokens=c.prompt_tokens,
             completion_tokens=c.completion_tokens,
+            tool_calls=c.tool_calls,
         )
         return 200, body

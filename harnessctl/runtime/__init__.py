@@ -7,7 +7,17 @@ to the model only through the host gateway, and leaves ``result.json`` and ``eve
 in the task directory for the host to score.
 """
 
-from .harness import Action, Failure, Harness, Observation, Recovery, State, Turn
+from .client import ModelReply, ToolCall
+from .harness import (
+    Action,
+    Failure,
+    Harness,
+    Observation,
+    Recovery,
+    State,
+    Turn,
+    function_tool,
+)
 
 PROTOCOL_VERSION = "1"
 
@@ -16,8 +26,11 @@ __all__ = [
     "Action",
     "Failure",
     "Harness",
+    "ModelReply",
     "Observation",
     "Recovery",
     "State",
+    "ToolCall",
     "Turn",
+    "function_tool",
 ]

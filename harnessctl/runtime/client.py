@@ -11,7 +11,7 @@ import http.client
 import json
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,12 +38,41 @@ class ModelRequestError(Exception):
 
 
 @dataclass
+class ToolCall:
+    """One function call the model asked for. ``arguments`` is the JSON text the model wrote,
+    unparsed: it may be invalid, and the harness decides what that means."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The OpenAI shape, as an assistant message's ``tool_calls`` entry."""
+        function = {"name": self.name, "arguments": self.arguments}
+        return {"id": self.id, "type": "function", "function": function}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ToolCall:
+        """From the OpenAI shape; ValueError when it is not that shape."""
+        fn = data.get("function") if isinstance(data, dict) else None
+        if not isinstance(fn, dict) or not isinstance(data.get("id"), str):
+            raise ValueError(f"not a tool call: {data!r:.200}")
+        name, arguments = fn.get("name"), fn.get("arguments")
+        if not isinstance(name, str) or not isinstance(arguments, str):
+            raise ValueError(f"not a tool call: {data!r:.200}")
+        return cls(id=data["id"], name=name, arguments=arguments)
+
+
+@dataclass
 class ModelReply:
-    """The assistant's text, the ``usage`` dict and the whole response JSON."""
+    """The assistant's text, the ``usage`` dict and the whole response JSON; ``tool_calls``
+    are the function calls of the reply (empty for a plain text reply)."""
 
     content: str
     usage: dict[str, Any]
     raw: dict[str, Any]
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):
@@ -109,18 +138,40 @@ class GatewayClient:
         finally:
             conn.close()
 
-    def chat(self, messages: list[dict[str, Any]], **params: Any) -> ModelReply:
-        """One chat completion. ``params``: temperature, top_p, max_tokens, stop, seed (the
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+        **params: Any,
+    ) -> ModelReply:
+        """One chat completion. ``tools`` are OpenAI function specs the model may call and
+        ``tool_choice`` how it must (``auto``, ``none``, ``required`` or a named function);
+        ``params``: temperature, top_p, max_tokens, stop, seed, parallel_tool_calls (the
         rollout's policy may override them; ``model`` is chosen by the host, not here)."""
-        status, payload = self._request("POST", CHAT_PATH, {"messages": messages, **params})
+        request: dict[str, Any] = {"messages": messages, **params}
+        if tools:
+            request["tools"] = tools
+        if tool_choice is not None:
+            request["tool_choice"] = tool_choice
+        status, payload = self._request("POST", CHAT_PATH, request)
         body = _json(payload)
         if status != 200:
             raise _error_for(status, body, payload)
         try:
-            content = body["choices"][0]["message"]["content"] or ""
-        except (KeyError, IndexError, TypeError) as exc:
+            choice = body["choices"][0]
+            message = choice["message"]
+            content = message.get("content") or ""
+            calls = [ToolCall.from_dict(c) for c in message.get("tool_calls") or []]
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise GatewayError(f"malformed gateway reply: {payload[:200]!r}") from exc
-        return ModelReply(content=content, usage=dict(body.get("usage") or {}), raw=body)
+        return ModelReply(
+            content=content,
+            usage=dict(body.get("usage") or {}),
+            raw=body,
+            tool_calls=calls,
+            finish_reason=choice.get("finish_reason"),
+        )
 
     def models(self) -> list[str]:
         """The model ids this rollout may use (exactly one: the rollout's policy)."""

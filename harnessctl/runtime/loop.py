@@ -8,7 +8,8 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
-from .client import BudgetExceeded, ContextLimit, GatewayClient, GatewayError
+from .client import BudgetExceeded, ContextLimit, GatewayClient, GatewayError, ModelReply
+from .env import EnvError, StepLimit
 from .harness import Failure, Harness, State, Turn
 
 
@@ -31,7 +32,17 @@ def _turn_record(turn: Turn) -> dict:
     data = asdict(turn)
     if turn.observation is not None:
         data["observation"] = {"text": turn.observation.text, "ok": turn.observation.ok}
+    data["tool_calls"] = [c.to_dict() for c in turn.tool_calls]  # the ledger's OpenAI shape
     return data
+
+
+def _full_reply(reply: object) -> ModelReply:
+    """The client's reply; a stand-in model's reply object becomes one (text, tool calls)."""
+    if isinstance(reply, ModelReply):
+        return reply
+    content = getattr(reply, "content", None) or ""
+    calls = list(getattr(reply, "tool_calls", None) or [])
+    return ModelReply(content=content, usage={}, raw={}, tool_calls=calls)
 
 
 def run_episode(harness: Harness, state: State, model: GatewayClient, log: EventLog) -> State:
@@ -40,7 +51,7 @@ def run_episode(harness: Harness, state: State, model: GatewayClient, log: Event
         state.round += 1
         messages = harness.build_context(state)
         try:
-            reply = model.chat(messages, **dict(harness.sampling)).content
+            reply = _full_reply(model.chat(messages, **harness.model_params(state)))
         except (BudgetExceeded, ContextLimit) as exc:
             state.status = "context_limit"
             log.write("model_error", round=state.round, kind="context_limit", error=str(exc))
@@ -49,6 +60,7 @@ def run_episode(harness: Harness, state: State, model: GatewayClient, log: Event
             state.status = "infra_error"
             log.write("model_error", round=state.round, kind="infra_error", error=str(exc))
             break
+        state.reply = reply
         turn = _step(harness, state, reply)
         state.turns.append(turn)
         log.write("turn", **_turn_record(turn))
@@ -58,9 +70,10 @@ def run_episode(harness: Harness, state: State, model: GatewayClient, log: Event
     return state
 
 
-def _step(harness: Harness, state: State, reply: str) -> Turn:
-    action = harness.parse_action(reply, state)
-    turn = Turn(round=state.round, reply=reply, kind=action.kind, action=action)
+def _step(harness: Harness, state: State, reply: ModelReply) -> Turn:
+    action = harness.parse_action(reply.content, state)
+    turn = Turn(round=state.round, reply=reply.content, kind=action.kind, action=action)
+    turn.tool_calls = list(reply.tool_calls)
     if action.kind == "invalid":
         turn.kind = "invalid_format"
         failure = Failure("invalid_format", action.error or "no parsable action", action)
@@ -73,9 +86,20 @@ def _step(harness: Harness, state: State, reply: str) -> Turn:
         state.answer = action.argument
         state.status = "answered"
         return turn
-    observation = harness.mediate_tool(action, state)
+    try:
+        observation = harness.mediate_tool(action, state)
+    except StepLimit as exc:  # the environment's step budget is spent
+        state.status = "step_limit"
+        turn.feedback = str(exc)
+        return turn
+    except EnvError:  # the host-served environment failed: not the harness's doing
+        state.status = "infra_error"
+        return turn
     turn.observation = observation
     turn.feedback = observation.text
+    if observation.done:
+        state.status = "done"
+        return turn
     if observation.ok:
         state.tool_error_streak = 0
         return turn
