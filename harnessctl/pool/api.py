@@ -62,10 +62,15 @@ class RolloutOutput:
 
 
 def task_from_record(record: dict, task_id: str | None = None, env: str = "dbbench") -> Task:
-    """A task from a raw benchmark record (e.g. one DBBench JSONL line)."""
+    """A task of environment ``env`` from a raw record (one line of its task file). The
+    category is the record's ``category`` string, else the first of its ``type`` list (as
+    DBBench records have it), else ``task``."""
     blob = json.dumps(record, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(blob.encode()).hexdigest()
-    category = str((record.get("type") or ["task"])[0])
+    category = record.get("category")
+    if not isinstance(category, str) or not category:
+        kinds = record.get("type")
+        category = str(kinds[0] if isinstance(kinds, list) and kinds else kinds or "task")
     return Task(
         id=task_id or f"task-{digest[:10]}",
         env=env,
@@ -183,7 +188,7 @@ class Pool:
     def route(self, task: Task | dict, failures: list, k: int = 2) -> list[str]:
         """The Top-k auxiliary harnesses for a failed task (names, best first)."""
         if isinstance(task, dict):
-            task = task_from_record(task)
+            task = task_from_record(task, env=self.base.spec.manifest.env)
         outcomes = [getattr(f, "outcome", f) for f in failures]
         aux = [h.name for h in self._harnesses.values() if h.role == "aux"]
         profiles = {n: p for n, p in self.profiles().items() if n in aux}
