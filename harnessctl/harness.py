@@ -181,3 +181,13 @@ def runtime_version(env: Any = None) -> str:
 
         version += f"+{env_version(env)}"
     return version
+
+
+def rollout_version(env: Any, model: str) -> str:
+    """Everything besides harness, task, policy id and seed that can change a rollout's
+    outcome, for its cache key: :func:`runtime_version` with the environment, and an offline
+    test-double policy's code version (a changed simulator must not serve old results)."""
+    from .policies import offline_version
+
+    policy = offline_version(model)
+    return runtime_version(env) + (f"+{policy}" if policy else "")

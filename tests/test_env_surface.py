@@ -292,3 +292,16 @@ def test_a_harness_runs_only_in_its_own_environment(counter, workspace):
     with pytest.raises(ConfigError, match="speaks 'counter', the tasks are 'dbbench'"):
         evaluate(request, store)
     assert store.rollouts() == []
+
+
+def test_an_offline_policys_code_is_in_the_cache_key(monkeypatch):
+    from harnessctl.harness import rollout_version
+    from harnessctl.policies.dbbench_sim import SimDBBench
+
+    env = envs.get_environment("dbbench")
+    real = rollout_version(env, "openai/gpt-4o-mini")
+    sim = rollout_version(env, "sim/dbbench")
+    assert real == runtime_version(env)  # a real model: nothing of any simulator
+    assert sim.startswith(real + "+sim/dbbench:")
+    monkeypatch.setattr(SimDBBench, "version", "edited")
+    assert rollout_version(env, "sim/dbbench") == real + "+sim/dbbench:edited"

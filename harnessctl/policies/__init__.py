@@ -90,6 +90,25 @@ def get_offline_policy(model: str) -> OfflinePolicy:
     return OFFLINE_POLICIES.create(model)
 
 
+def offline_version(model: str) -> str:
+    """The code version of an offline policy, for the cache key ("" for a real model): its
+    ``version`` attribute, else a hash of the source files of the module defining it, so a
+    changed simulator never serves rollouts cached under its old behaviour."""
+    if not is_offline(model):
+        return ""
+    policy = get_offline_policy(model)
+    version = getattr(policy, "version", None)
+    if not version:
+        import hashlib
+        import inspect
+
+        module = inspect.getmodule(type(policy))
+        path = inspect.getsourcefile(module) if module is not None else None
+        data = open(path, "rb").read() if path else repr(type(policy)).encode()  # noqa: SIM115
+        version = hashlib.sha256(data).hexdigest()[:12]
+    return f"{model}:{version}"
+
+
 @contextlib.contextmanager
 def offline_channel(model: str, rollout_id: str, env: Any, task: Any) -> Iterator[None]:
     """While a rollout of an offline policy runs, make the task's view reachable by rollout id
@@ -132,5 +151,6 @@ __all__ = [
     "get_offline_policy",
     "is_offline",
     "offline_channel",
+    "offline_version",
     "register_providers",
 ]

@@ -294,6 +294,19 @@ class SimDBBench:
 
     description = "TEST DOUBLE: simulated DBBench agent with seeded failure modes"
 
+    @property
+    def version(self) -> str:
+        """A hash of the simulator's sources (this module and the two it reads messages and
+        SQL with): part of the cache key of its rollouts."""
+        import hashlib
+        from pathlib import Path
+
+        here = Path(__file__).parent
+        digest = hashlib.sha256()
+        for name in ("dbbench_sim.py", "sim_signals.py", "sim_sql.py"):
+            digest.update((here / name).read_bytes())
+        return digest.hexdigest()[:12]
+
     def view(self, env: Any, task: Any) -> dict[str, Any]:
         return dict(env.oracle(task))
 

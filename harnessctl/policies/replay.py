@@ -22,6 +22,7 @@ def _assistant_turns(messages: list[Any]) -> int:
 
 class ReplayPolicy:
     description = "TEST DOUBLE: answers with the gold of the environment"
+    version = "1"  # the replay rule; the script itself is the environment's (its version)
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
