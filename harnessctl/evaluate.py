@@ -13,13 +13,12 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from .constants import INFRA_RETRIES
-from .envs import Task, TaskProblem
-from .errors import ConfigError
+from .envs import TaskProblem
+from .executors.base import EXECUTORS, Pending, Progress, check_executor, session_options
 from .harness import HarnessSpec, runtime_version
 from .outcomes import Outcome
 from .policy import Policy
@@ -67,19 +66,9 @@ class EvalResult:
     interrupted: bool = False
 
 
-@dataclass(frozen=True)
-class Pending:
-    task: Task
-    seed: int
-    cache_key: str
-
-
 def cache_key(harness_hash: str, task_hash: str, policy_id: str, seed: int, runtime: str) -> str:
     blob = json.dumps([harness_hash, task_hash, policy_id, seed, runtime])
     return hashlib.sha256(blob.encode()).hexdigest()
-
-
-Progress = Callable[[str, int, int], None]  # (event, done, total)
 
 
 def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> EvalResult:
@@ -164,37 +153,10 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
     )
 
 
-EXECUTORS = ("local", "ray")
-
-
-def check_executor(name: str) -> None:
-    if name not in EXECUTORS:
-        raise ConfigError(
-            "--executor", f"unknown executor {name!r} (known: {', '.join(EXECUTORS)})"
-        )
-
-
 def make_runner(request: EvalRequest, store, run_id: str, runtime: str):
-    """The runner of ``request.executor``; both write every result through ``Recorder``."""
-    if request.executor == "ray":
-        from .executors.ray import RayRunner
-
-        return RayRunner(request, store, run_id, runtime)
-    return _LocalRunner(request, store, run_id, runtime)
-
-
-def session_options(request: EvalRequest) -> dict:
-    """Keyword arguments of the ``RolloutSession`` that runs ``request``'s rollouts."""
-    return {
-        "sandbox": request.sandbox,
-        "limits": request.limits,
-        "max_calls": request.max_calls,
-        "max_tokens": request.max_tokens,
-        "upstream_retries": request.upstream_retries,
-        "upstream_backoff_s": request.upstream_backoff_s,
-        # the suite names its container image; other backends take no image
-        "sandbox_options": {"image": request.suite.image} if request.sandbox == "docker" else None,
-    }
+    """The runner of ``request.executor`` from ``EXECUTORS``; each writes every result
+    through ``Recorder`` (the local one below is a ``Recorder``)."""
+    return EXECUTORS.create(request.executor, request, store, run_id, runtime)
 
 
 class Recorder:

@@ -17,8 +17,9 @@ import socket
 from typing import Any
 
 from ..errors import ConfigError, HarnessctlError, InfraError
-from ..evaluate import Pending, Progress, Recorder, session_options
+from ..evaluate import Recorder
 from ..outcomes import Outcome
+from .base import Pending, Progress, session_options
 from .node import HarnessBundle, NodeJob, run_rollout
 
 
