@@ -7,7 +7,6 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -22,7 +21,7 @@ from .constants import (
     WORKSPACE_FILE,
 )
 from .errors import ConfigError
-from .harness import format_validation_error, read_yaml
+from .harness import MANIFEST, HarnessSpec, format_validation_error, load_harness, read_yaml
 
 
 class WorkspaceConfig(BaseModel):
@@ -36,8 +35,9 @@ class WorkspaceConfig(BaseModel):
     """Sandbox backend: ``local`` or a registered one."""
     workers: int = 2
     """Rollouts run in parallel."""
-    executor: Literal["local", "ray"] = "local"
-    """Where rollouts run: threads of this process, or one Ray task per rollout."""
+    executor: str = "local"
+    """Where rollouts run: ``local`` (threads of this process), ``ray`` (one Ray task per
+    rollout), or an executor registered under ``harnessctl.executors``."""
     ray_address: str | None = None
     """Ray cluster for the ``ray`` executor (default: ``RAY_ADDRESS``, else a local one)."""
     policy: str = DEFAULT_POLICY
@@ -59,6 +59,32 @@ class Workspace:
     def harnesses_dir(self) -> Path:
         return self.root / "harnesses"
 
+    def harness_dirs(self) -> list[Path]:
+        """Every harness directory under ``harnesses/``, by name."""
+        return harness_dirs(self.harnesses_dir)
+
+    def harness_dir(self, name: str) -> Path | None:
+        """The directory of the harness called ``name`` under ``harnesses/``, if there is one."""
+        path = self.harnesses_dir / name
+        return path if (path / MANIFEST).is_file() else None
+
+    def resolve_harness(self, name: str) -> Path:
+        """``name`` as a directory, else as a name under ``harnesses/``; as given when neither
+        exists (loading it then reports the missing manifest)."""
+        path = Path(name)
+        if path.is_dir():
+            return path
+        candidate = self.harnesses_dir / name
+        return candidate if candidate.is_dir() else path
+
+    def load_harness(self, name: str) -> HarnessSpec:
+        """The harness ``name`` names (see :meth:`resolve_harness`)."""
+        return load_harness(self.resolve_harness(name))
+
+    def harnesses(self) -> list[HarnessSpec]:
+        """Every harness under ``harnesses/``, by name."""
+        return [load_harness(path) for path in self.harness_dirs()]
+
     def store_url(self, override: str | None = None) -> str:
         url = override or os.environ.get(ENV_STORE_URL) or self.config.store_url
         return url or f"sqlite:///{self.state_dir / 'store.db'}"
@@ -78,6 +104,13 @@ class Workspace:
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
         return Store(self.store_url(url), self.state_dir / "trajectories")
+
+
+def harness_dirs(directory: Path) -> list[Path]:
+    """The harness directories (each holding a ``harness.yaml``) in ``directory``, by name."""
+    if not directory.is_dir():
+        return []
+    return [p for p in sorted(directory.iterdir()) if (p / MANIFEST).is_file()]
 
 
 def find_root(start: Path | None = None) -> Path:

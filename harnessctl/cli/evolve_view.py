@@ -1,15 +1,72 @@
+"""``harnessctl evolve``'s output: progress lines, the sibling table and lineage tree, or JSON."""
+
 from __future__ import annotations
+
+import json
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
-from .render import pct
+from .render import console, err_console, escape, pct
+
+
+def direction_log(enabled: bool):
+    """The engine's ``log(direction, message)``: a line on stderr, or nothing."""
+
+    def log(direction: str, message: str) -> None:
+        if enabled:
+            err_console().print(f"[bold cyan]{escape(direction)}[/] {escape(message)}")
+
+    return log
+
+
+def render_evolve_result(base, result, *, as_json: bool) -> None:
+    if as_json:
+        console().print_json(json.dumps(evolve_payload(result)))
+    else:
+        render_evolve(console(), base, result)
+
+
+def evolve_payload(result) -> dict:
+    return {
+        "evolve_id": result.evolve_id,
+        "base_success": result.base_success,
+        "union_rescues": result.union_rescues,
+        "stopped": result.stopped,
+        "variants": [
+            {k: v for k, v in vars(x).items() if k != "rescued_pairs"} for x in result.variants
+        ],
+        "best": {
+            d: {
+                "name": v.name,
+                "rescues": v.rescues,
+                "regressions": v.regressions,
+                "success_rate": v.success_rate,
+            }
+            for d, v in result.best.items()
+        },
+        "edits": [
+            {
+                "id": e.id,
+                "direction": e.direction,
+                "round": e.round,
+                "attempt": e.attempt,
+                "status": e.status,
+                "reason": e.reason,
+                "rescues": e.rescues,
+                "regressions": e.regressions,
+                "reward": e.reward,
+            }
+            for e in result.edits
+        ],
+    }
 
 
 def render_evolve(console: Console, base, result) -> None:
     table = Table(
-        title=f"evolve {result.evolve_id} from {base.name} "
+        title=f"evolve {result.evolve_id} from {escape(base.name)} "
         f"(base success {pct(result.base_success)})",
         show_edge=False,
     )
@@ -18,8 +75,8 @@ def render_evolve(console: Console, base, result) -> None:
         table.add_column(col, justify="left" if left else "right", overflow="fold")
     for v in result.best.values():
         table.add_row(
-            v.name,
-            v.direction,
+            Text(v.name),
+            Text(v.direction),
             str(v.rescues),
             str(v.regressions),
             pct(v.success_rate),
@@ -37,11 +94,12 @@ def render_evolve(console: Console, base, result) -> None:
         f"edits: {len(result.edits)} proposed, {accepted} accepted, "
         f"{rejected} rejected by validation"
     )
-    tree = Tree(f"[bold]{base.name}[/]")
+    tree = Tree(f"[bold]{escape(base.name)}[/]")
     nodes = {base.name: tree}
     for v in result.variants:
         parent = nodes.get(v.parent, tree)
-        nodes[v.name] = parent.add(f"{v.name} [dim]({v.direction}, edit {v.edit_id[:8]})[/]")
+        label = f"{escape(v.name)} [dim]({escape(v.direction)}, edit {escape(v.edit_id[:8])})[/]"
+        nodes[v.name] = parent.add(label)
     console.print(tree)
     if result.stopped:
-        console.print(f"[yellow]stopped early: {result.stopped}[/]")
+        console.print(f"[yellow]stopped early: {escape(str(result.stopped))}[/]")

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from ..constants import ENV_STORE_URL
+from .options import StoreOption
 
 
 def export_edits_command(
@@ -16,16 +16,16 @@ def export_edits_command(
     min_reward: Annotated[
         float, typer.Option(help="SFT keeps accepted edits with at least this reward.")
     ] = 1e-9,
-    store: Annotated[str | None, typer.Option(envvar=ENV_STORE_URL)] = None,
+    store: StoreOption = None,
 ) -> None:
     """Export edit records as harness-engineer training data: SFT chat JSONL and GRPO prompt
     records with their reward recipe, split by task (no task or failure batch on both
     sides), with schema.json and manifest.json."""
     from ..evolve.dataset import export_edits
     from ..workspace import load_workspace
-    from .render import console
+    from .render import console, escape
 
     edits = load_workspace().open_store(store).edits(evolve_id=evolve_id)
     counts = export_edits(edits, out, test_fraction=test_fraction, seed=seed, min_reward=min_reward)
     for name, n in counts.items():
-        console().print(f"{out / name}.jsonl: {n} records")
+        console().print(escape(f"{out / name}.jsonl: {n} records"))

@@ -15,7 +15,7 @@ def init_command(
     """Make a workspace: a git repository with harnesses/, profiles/, harnessctl.yaml and the
     store in an ignored .harnessctl/."""
     from ..workspace import init_workspace
-    from .render import console
+    from .render import console, escape
 
     ws = init_workspace(directory, examples=examples)
-    console().print(f"workspace ready at [bold]{ws.root}[/]")
+    console().print(f"workspace ready at [bold]{escape(str(ws.root))}[/]")

@@ -1,13 +1,55 @@
-"""Options shared by the commands that run rollouts (eval, evolve, profile, test)."""
+"""Option declarations shared by the commands, and the helpers that turn them into requests.
+
+Each alias carries its flag, help and ``HARNESSCTL_*`` variable (names in
+``harnessctl.constants``), so every command spells a setting the same way. Nothing heavy is
+imported at module level: ``--help`` reads these.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..constants import ENV_EXECUTOR, ENV_RAY_ADDRESS
+from ..constants import (
+    DEFAULT_POLICY,
+    ENV_EXECUTOR,
+    ENV_POLICY,
+    ENV_RAY_ADDRESS,
+    ENV_SANDBOX,
+    ENV_STORE_URL,
+    ENV_WORKERS,
+)
 
+POLICY_HELP = (
+    "Any litellm model string (openai/gpt-4o-mini, anthropic/..., hosted_vllm/...). "
+    "Default 'sim/dbbench': the built-in simulated DBBench agent, an offline TEST DOUBLE "
+    "that knows the answers and fails in seeded ways (see docs/sim-policy.md)."
+)
+
+SuiteOption = Annotated[
+    str | None, typer.Option(help="Suite directory or suite.yaml (default: the workspace's).")
+]
+PolicyOption = Annotated[str | None, typer.Option(help=POLICY_HELP, envvar=ENV_POLICY)]
+ParamOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--param",
+        "-p",
+        help="Policy parameter key=value (repeatable), e.g. "
+        "skill=0.8 for sim, temperature=0.7, api_base=http://...",
+    ),
+]
+RolloutsOption = Annotated[int, typer.Option(min=1, help="Rollouts (seeds) per task.")]
+SeedOption = Annotated[int, typer.Option(help="First seed; rollouts use seed..seed+N-1.")]
+WorkersOption = Annotated[
+    int | None, typer.Option(min=1, help="Parallel rollouts.", envvar=ENV_WORKERS)
+]
+SandboxOption = Annotated[
+    str | None,
+    typer.Option(help="Sandbox backend (local, docker or a registered one).", envvar=ENV_SANDBOX),
+]
 ExecutorOption = Annotated[
     str | None,
     typer.Option(
@@ -24,6 +66,18 @@ RayAddressOption = Annotated[
         envvar=ENV_RAY_ADDRESS,
     ),
 ]
+TimeoutOption = Annotated[float, typer.Option(help="Wall-clock seconds per rollout.")]
+StoreOption = Annotated[
+    str | None, typer.Option(help="Store SQLAlchemy URL.", envvar=ENV_STORE_URL)
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def policy_of(ws, model: str | None, params: list[str] | None):
+    """The policy of --policy and --param, else the workspace's."""
+    from ..policy import Policy, parse_params
+
+    return Policy(model or ws.config.policy or DEFAULT_POLICY, parse_params(params or []))
 
 
 def placement(
@@ -36,3 +90,26 @@ def placement(
         "executor": executor or ws.config.executor,
         "ray_address": ray_address or ws.config.ray_address,
     }
+
+
+def eval_request(ws, harness, suite: str | None, policy, where: dict, **fields):
+    """An ``EvalRequest`` of ``harness`` on the --suite (else the workspace's) under
+    ``policy``, placed by ``where`` (see :func:`placement`); ``fields`` set the rest."""
+    from ..evaluate import EvalRequest
+
+    return EvalRequest(
+        harness=harness, suite=ws.load_suite(suite), policy=policy, **where, **fields
+    )
+
+
+def pool_arg(pool: str) -> Path | list[str]:
+    """POOL: a directory of harness directories, or comma-separated names/directories."""
+    from ..harness import MANIFEST
+
+    path = Path(pool)
+    if path.is_dir() and not (path / MANIFEST).is_file():
+        return path
+    names = [n.strip() for n in pool.split(",") if n.strip()]
+    if not names:
+        raise typer.BadParameter("POOL names no harness")
+    return names

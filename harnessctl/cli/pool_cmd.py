@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..constants import ENV_POLICY, ENV_SANDBOX, ENV_STORE_URL
-from .eval_cmd import POLICY_HELP, resolve_harness
+from .options import JsonOption, ParamOption, PolicyOption, SandboxOption, StoreOption, policy_of
 from .render import handle_errors
 
 pool_app = typer.Typer(help="Inspect and check exported harness pools.", no_args_is_help=True)
@@ -24,34 +23,31 @@ def export_pool_command(
     ),
     base: Annotated[str, typer.Option(help="The base harness (role base).")] = "dbbench-base",
     suite: Annotated[str | None, typer.Option(help="Suite the profiles are on.")] = None,
-    policy: Annotated[str | None, typer.Option(help=POLICY_HELP, envvar=ENV_POLICY)] = None,
-    param: Annotated[list[str] | None, typer.Option("--param", "-p")] = None,
-    store: Annotated[str | None, typer.Option(envvar=ENV_STORE_URL)] = None,
+    policy: PolicyOption = None,
+    param: ParamOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Freeze the base and its siblings into a verifiable pool: harness trees, profiles,
     manifest (pool id, hashes, git commits, roles, router config) and SHA256SUMS, plus a
     single-file archive. Refuses harnesses with uncommitted changes."""
-    from ..harness import load_harness
-    from ..policy import Policy, parse_params
     from ..pool.export import check_committed, export_pool
     from ..profiles.runner import load_profiles
     from ..workspace import load_workspace
-    from .render import console
+    from .render import console, escape
 
     ws = load_workspace()
     loaded = ws.load_suite(suite)
-    pol = Policy(policy or ws.config.policy, parse_params(param or []))
+    pol = policy_of(ws, policy, param)
     db = ws.open_store(store)
-    base_spec = load_harness(resolve_harness(ws, base))
+    base_spec = ws.load_harness(base)
     if harnesses:
-        specs = [load_harness(resolve_harness(ws, h)) for h in harnesses]
+        specs = [ws.load_harness(h) for h in harnesses]
     else:
-        specs = []
-        for path in sorted(ws.harnesses_dir.iterdir()):
-            if (path / "harness.yaml").is_file():
-                spec = load_harness(path)
-                if db.profiles(harness_hash=spec.hash, policy_id=pol.id, suite=loaded.name):
-                    specs.append(spec)
+        specs = [
+            spec
+            for spec in ws.harnesses()
+            if db.profiles(harness_hash=spec.hash, policy_id=pol.id, suite=loaded.name)
+        ]
     aux = [s for s in specs if s.hash != base_spec.hash]
     check_committed(ws.root, [base_spec, *aux])  # before profiles: name the real problem
     profiles = load_profiles(db, [base_spec, *aux], policy_id=pol.id, suite=loaded.name)
@@ -67,8 +63,8 @@ def export_pool_command(
     )
     manifest = json.loads((path / "pool.json").read_text())
     console().print(
-        f"pool [bold]{manifest['pool_id']}[/] with {len(manifest['harnesses'])} "
-        f"harnesses at {path} (+ {path.name}.tar.gz)"
+        f"pool [bold]{escape(manifest['pool_id'])}[/] with {len(manifest['harnesses'])} "
+        f"harnesses at {escape(str(path))} (+ {escape(path.name)}.tar.gz)"
     )
 
 
@@ -77,40 +73,39 @@ def verify_command(
 ) -> None:
     """Check every checksum and harness hash of an exported pool; names any tampered file."""
     from ..pool import Pool, verify_pool
-    from .render import console, err_console
+    from .render import console, err_console, escape
 
     problems = verify_pool(directory)
     if problems:
         for problem in problems:
-            err_console().print(f"[red]{problem}[/]", soft_wrap=True)
+            err_console().print(f"[red]{escape(str(problem))}[/]", soft_wrap=True)
         raise typer.Exit(1)
     pool = Pool.load(directory)  # also checks each tree's content hash against pool.json
-    console().print(f"pool {pool.id}: {len(pool.names)} harnesses, all checksums match")
+    console().print(escape(f"pool {pool.id}: {len(pool.names)} harnesses, all checksums match"))
 
 
 def rescue_sim_command(
     pool_dir: Annotated[Path, typer.Argument(help="Exported pool directory.")],
     suite: Annotated[str | None, typer.Option(help="Suite directory.")] = None,
     split: Annotated[str, typer.Option(help="Split to simulate on.")] = "test",
-    policy: Annotated[str | None, typer.Option(help=POLICY_HELP, envvar=ENV_POLICY)] = None,
-    param: Annotated[list[str] | None, typer.Option("--param", "-p")] = None,
+    policy: PolicyOption = None,
+    param: ParamOption = None,
     group_size: Annotated[int, typer.Option(help="Rollouts per group (GRPO group).")] = 4,
     k: Annotated[int, typer.Option(help="Siblings to route an all-fail group to.")] = 2,
     seed: Annotated[int, typer.Option(help="First seed.")] = 0,
-    sandbox: Annotated[str, typer.Option(envvar=ENV_SANDBOX)] = "local",
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    sandbox: SandboxOption = "local",
+    as_json: JsonOption = False,
 ) -> None:
     """Run the rescue rule over a suite: how many all-fail groups were rescued, by which
     harness, at what extra rollout cost."""
-    from ..policy import Policy, parse_params
     from ..pool import Pool
     from ..pool.simulate import simulate
     from ..workspace import load_workspace
-    from .render import console
+    from .render import console, escape
 
     ws = load_workspace()
     loaded = ws.load_suite(suite)
-    pol = Policy(policy or ws.config.policy, parse_params(param or []))
+    pol = policy_of(ws, policy, param)
     with Pool.load(pool_dir, sandbox=sandbox) as pool:
         report = simulate(
             pool, loaded.tasks(split).tasks, pol, group_size=group_size, k=k, seed=seed
@@ -123,7 +118,7 @@ def rescue_sim_command(
         f"base, {report['rescued']} rescued ({report['extra_rollouts']} extra rollouts)"
     )
     for harness, n in sorted(report["by_harness"].items(), key=lambda kv: -kv[1]):
-        console().print(f"  {harness}: {n} successful rescue rollouts")
+        console().print(f"  {escape(harness)}: {n} successful rescue rollouts")
 
 
 pool_app.command("verify")(handle_errors(verify_command))

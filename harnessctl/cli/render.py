@@ -1,11 +1,20 @@
-"""Console helpers shared by the commands (rich is cheap to import; tables are built here)."""
+"""Console helpers shared by the commands (rich is cheap to import; tables are built here).
+
+Text from outside (errors, model replies, harness output, task text, file names) reaches rich
+only escaped (``escape``) or as ``Text``, never as markup: ``[ray]`` must print as itself and
+a reply holding ``[/]`` must not crash the renderer.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
 from functools import lru_cache
 
 from rich.console import Console
+from rich.markup import escape
+
+__all__ = ["console", "err_console", "escape", "handle_errors", "pct", "print_error"]
 
 
 def _sized(c: Console) -> Console:
@@ -29,10 +38,13 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def handle_errors(func):
-    """Turn a HarnessctlError into a one-line message and its exit code (no traceback)."""
-    import functools
+def print_error(exc: BaseException) -> None:
+    err_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
 
+
+def handle_errors(func, exit_code: int | None = None):
+    """Turn a HarnessctlError into a one-line message and its exit code (``exit_code`` when
+    given: a command whose exit codes mean something else), without a traceback."""
     import typer
 
     from ..errors import HarnessctlError
@@ -42,7 +54,7 @@ def handle_errors(func):
         try:
             return func(*args, **kwargs)
         except HarnessctlError as exc:
-            err_console().print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(getattr(exc, "exit_code", 1)) from None
+            print_error(exc)
+            raise typer.Exit(exit_code or getattr(exc, "exit_code", 1)) from None
 
     return wrapper

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from ..constants import DEFAULT_POLICY, ENV_POLICY, ENV_STORE_URL
+from ..constants import DEFAULT_POLICY, ENV_POLICY
+from .options import JsonOption, StoreOption
 
 
 def report_command(
@@ -29,17 +30,14 @@ def report_command(
     max_embedded: Annotated[
         int, typer.Option(min=0, help="Rollouts embedded in the whole page.")
     ] = 400,
-    store: Annotated[
-        str | None, typer.Option(help="Store SQLAlchemy URL.", envvar=ENV_STORE_URL)
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Write one HTML file (no network needed to view it): the lineage tree, the profile
     heatmap, the rescue matrix, costs per harness and per edit, and the trajectories of the
     rollouts behind every cell."""
     from ..report import write_report
     from ..workspace import load_workspace
-    from .render import console
 
     ws = load_workspace()
     suite_id = suite
@@ -58,6 +56,12 @@ def report_command(
         per_cell=per_cell,
         max_embedded=max_embedded,
     )
+    render_report(result, as_json=as_json)
+
+
+def render_report(result, *, as_json: bool) -> None:
+    from .render import console, escape
+
     if as_json:
         payload = {
             "path": str(result.path),
@@ -71,7 +75,9 @@ def report_command(
         console().print_json(json.dumps(payload))
         return
     console().print(
-        f"wrote {result.path} ({result.bytes / 1024:.0f} KiB): {len(result.harnesses)} "
-        f"harnesses, {result.policy_id} {result.suite} {result.split}, "
-        f"{result.embedded} rollouts embedded"
+        escape(
+            f"wrote {result.path} ({result.bytes / 1024:.0f} KiB): {len(result.harnesses)} "
+            f"harnesses, {result.policy_id} {result.suite} {result.split}, "
+            f"{result.embedded} rollouts embedded"
+        )
     )

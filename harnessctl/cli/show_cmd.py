@@ -5,14 +5,12 @@ from typing import Annotated
 
 import typer
 
-from ..constants import ENV_STORE_URL
+from .options import StoreOption
 
 
 def show_command(
     rollout_id: Annotated[str, typer.Argument(help="Rollout id or a unique prefix (>= 4).")],
-    store: Annotated[
-        str | None, typer.Option(help="Store SQLAlchemy URL.", envvar=ENV_STORE_URL)
-    ] = None,
+    store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw trajectory.")] = False,
 ) -> None:
     """Render one rollout's trajectory: every model call, the action the harness took, the
@@ -35,12 +33,11 @@ def rollouts_command(
     task: Annotated[str | None, typer.Option(help="Only this task id.")] = None,
     outcome: Annotated[str | None, typer.Option(help="Only this outcome.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 20,
-    store: Annotated[
-        str | None, typer.Option(help="Store SQLAlchemy URL.", envvar=ENV_STORE_URL)
-    ] = None,
+    store: StoreOption = None,
 ) -> None:
     """List recorded rollouts (newest first) with their ids, for `harnessctl show`."""
     from rich.table import Table
+    from rich.text import Text
 
     from ..workspace import load_workspace
     from .render import console
@@ -57,7 +54,6 @@ def rollouts_command(
     for col in ("id", "harness", "task", "seed", "policy", "outcome", "steps"):
         table.add_column(col)
     for r in rows[:limit]:
-        table.add_row(
-            r.id[:12], r.harness_name, r.task_id, str(r.seed), r.policy_id, r.outcome, str(r.steps)
-        )
+        cells = (r.id[:12], r.harness_name, r.task_id, r.seed, r.policy_id, r.outcome, r.steps)
+        table.add_row(*(Text(str(c)) for c in cells))
     console().print(table)

@@ -1,18 +1,52 @@
+"""``harnessctl eval``'s output: the summary table, or its JSON."""
+
 from __future__ import annotations
+
+import json
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from .render import pct
+from .render import console, err_console, escape, pct
+
+
+def render_eval(spec, request, result, *, as_json: bool) -> None:
+    """Skipped task records and infrastructure failures to stderr; the summary to stdout."""
+    for p in result.problems:
+        err_console().print(f"[yellow]skipped[/] {escape(f'{p.file}:{p.line}: {p.message}')}")
+    if as_json:
+        console().print_json(json.dumps(eval_payload(spec, request, result)))
+    else:
+        render_summary(console(), spec, request, result)
+    if result.infra_failed:
+        err_console().print(
+            f"[red]{len(result.infra_failed)} rollout(s) failed on "
+            "infrastructure after retries; run the command again to retry.[/]"
+        )
+
+
+def eval_payload(spec, request, result) -> dict:
+    return {
+        "run_id": result.run_id,
+        "harness": spec.name,
+        "harness_hash": spec.hash,
+        "policy": request.policy.id,
+        "cached": result.cached,
+        "executed": result.executed,
+        "infra_failed": len(result.infra_failed),
+        "problems": [vars(p) for p in result.problems],
+        "summary": result.summary.to_dict(),
+    }
 
 
 def render_summary(console: Console, spec, request, result) -> None:
     s = result.summary
     lo, hi = s.ci95
+    params = f" {request.policy.params}" if request.policy.params else ""
     console.print(
-        f"[bold]{spec.name}[/] ({spec.short_hash}) on {request.suite.name}/{request.split} "
-        f"with {request.policy.model}"
-        + (f" {request.policy.params}" if request.policy.params else "")
+        f"[bold]{escape(spec.name)}[/] ({spec.short_hash}) on "
+        + escape(f"{request.suite.name}/{request.split} with {request.policy.model}{params}")
     )
     if result.executed == 0 and result.cached:
         console.print(f"all {result.cached} rollouts served from the cache (no new rollouts)")
@@ -27,14 +61,14 @@ def render_summary(console: Console, spec, request, result) -> None:
     outcomes.add_column("rollouts", justify="right")
     outcomes.add_column("share", justify="right")
     for name, count in sorted(s.outcomes.items(), key=lambda kv: -kv[1]):
-        outcomes.add_row(name, str(count), pct(count / s.rollouts))
+        outcomes.add_row(Text(name), str(count), pct(count / s.rollouts))
     console.print(outcomes)
     cats = Table(title="by category", show_edge=False)
     cats.add_column("category")
     cats.add_column("success", justify="right")
     cats.add_column("rollouts", justify="right")
     for name, row in s.categories.items():
-        cats.add_row(name, pct(row["success_rate"]), str(row["rollouts"]))
+        cats.add_row(Text(name), pct(row["success_rate"]), str(row["rollouts"]))
     console.print(cats)
     console.print(
         f"tokens {s.prompt_tokens:,} prompt + {s.completion_tokens:,} completion, "

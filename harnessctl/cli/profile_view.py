@@ -1,0 +1,106 @@
+"""``harnessctl profile``'s output: the profiles, the rescue matrix, re-anchoring drift."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .render import console, escape, pct
+
+
+def render_profiles(pool, drift, policy_id: str, *, as_json: bool) -> None:
+    """``pool`` (a ``PoolProfiles``) and, after --reanchor, ``drift`` (a ``ReanchorResult``)."""
+    if as_json:
+        console().print_json(json.dumps(profiles_payload(pool, drift, policy_id)))
+        return
+    render_pool(console(), pool, policy_id)
+    if drift is not None:
+        render_drift(console(), drift)
+
+
+def profiles_payload(pool, drift, policy_id: str) -> dict:
+    payload = {
+        "base": pool.base,
+        "policy": policy_id,
+        "profiles": pool.profiles,
+        "profile_ids": pool.profile_ids,
+        "matrix": pool.matrix,
+        "paths": [str(p) for p in pool.paths],
+    }
+    if drift is not None:
+        payload["reanchor"] = {
+            "anchor_policy": drift.anchor_policy,
+            "policy": drift.policy,
+            "sample": drift.sample,
+            "drift": [d.to_dict() for d in drift.drift],
+        }
+    return payload
+
+
+def render_pool(console: Console, pool, policy_id: str) -> None:
+    table = Table(
+        title=escape(f"behavior profiles ({policy_id}), base {pool.base}"), show_edge=False
+    )
+    for col in ("harness", "success", "95% CI", "rescues", "tokens p50", "card"):
+        table.add_column(col, overflow="fold")
+    for name in sorted(pool.profiles):
+        p = pool.profiles[name]
+        lo, hi = p["success"]["ci95"]
+        rescue = p["rescue"]
+        table.add_row(
+            Text(name),
+            pct(p["success"]["rate"]),
+            f"{pct(lo)}-{pct(hi)}",
+            "-" if name == pool.base else f"{rescue['count']}/{rescue['opportunities']}",
+            f"{p['tokens']['p50']:.0f}",
+            Text(p["card"]["summary"]),
+        )
+    console.print(table)
+    render_matrix(console, pool.matrix)
+    for path in pool.paths:
+        console.print(Text(f"wrote {path}"))
+
+
+def render_matrix(console: Console, m: dict) -> None:
+    if not m["harnesses"]:
+        return
+    grid = Table(title="rescue matrix (shared rescued tasks)", show_edge=False)
+    grid.add_column("harness")
+    for i, _ in enumerate(m["harnesses"]):
+        grid.add_column(f"#{i + 1}", justify="right")
+    grid.add_column("unique", justify="right")
+    for i, a in enumerate(m["harnesses"]):
+        cells = [str(m["overlap"][a][b]) for b in m["harnesses"]]
+        grid.add_row(Text(f"#{i + 1} {a}"), *cells, str(len(m["unique"][a])))
+    console.print(grid)
+    console.print(
+        f"union of rescues: {m['union_size']} tasks; largest single: {m['largest_single']}"
+    )
+
+
+def render_drift(console: Console, result) -> None:
+    console.print(
+        Text(f"re-anchored {result.anchor_policy} -> {result.policy} on {len(result.sample)} tasks")
+    )
+    table = Table(title="drift (new - old, 95% Newcombe interval)", show_edge=False)
+    for col in ("harness", "success old", "success new", "delta", "rescue delta", "drifted"):
+        table.add_column(col)
+    for d in result.drift:
+        so, sn = d.success_old, d.success_new
+        delta, lo, hi = d.success_delta
+        rescue = "-"
+        if d.rescue_delta is not None:
+            rd, rlo, rhi = d.rescue_delta
+            rescue = f"{100 * rd:+.1f} [{100 * rlo:+.1f}, {100 * rhi:+.1f}]"
+        table.add_row(
+            Text(d.harness),
+            f"{so[0]}/{so[1]}",
+            f"{sn[0]}/{sn[1]}",
+            Text(f"{100 * delta:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"),
+            Text(rescue),
+            "yes" if d.drifted else "no",
+        )
+    console.print(table)

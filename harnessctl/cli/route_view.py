@@ -1,0 +1,60 @@
+"""Output of ``harnessctl route`` and of ``harnessctl eval --router``."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .render import escape, pct
+
+
+def render_route(console: Console, result) -> None:
+    console.print(
+        Text(
+            f"task {result.task_id} ({result.category}), failures: "
+            + ", ".join(result.failure_outcomes)
+        )
+    )
+    table = Table(title=f"top {result.k}", show_edge=False)
+    for col in ("rank", "harness", "score", "profile", "reasons"):
+        table.add_column(col, overflow="fold")
+    for i, c in enumerate(result.top, 1):
+        table.add_row(
+            str(i),
+            Text(c.name),
+            f"{c.score:g}",
+            f"{c.profile_score:.3f}",
+            Text("; ".join(c.reasons)),
+        )
+    console.print(table)
+    for v in result.votes:
+        status = "ok: " + ", ".join(v.ranking) if v.ok else f"ignored ({v.error})"
+        console.print(Text(f"voter {v.model}: {status}"))
+
+
+def render_routed(console: Console, spec, request, result) -> None:
+    b, r = result.base, result.routed
+    console.print(
+        f"[bold]Rank-1 routed eval[/] of {escape(spec.name)} on "
+        f"{escape(request.suite.name)}/{escape(request.split)}, "
+        f"{result.rollouts} rollouts per task on both sides"
+    )
+    table = Table(show_edge=False)
+    for col in ("", "success", "95% CI", "successes"):
+        table.add_column(col)
+    for label, s in (("base", b), ("routed", r)):
+        table.add_row(
+            label,
+            pct(s.success_rate),
+            f"{pct(s.ci95[0])}-{pct(s.ci95[1])}",
+            f"{s.successes}/{s.rollouts}",
+        )
+    console.print(table)
+    d = result.to_dict()
+    console.print(
+        Text(
+            f"delta {100 * d['delta']:+.1f} pts; {d['routed_tasks']} task(s) routed: "
+            + ", ".join(f"{n} x{c}" for n, c in d["chosen_counts"].items())
+        )
+    )

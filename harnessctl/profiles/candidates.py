@@ -1,0 +1,83 @@
+"""Which harnesses a failed task may be routed to, and the routing of one failed task
+(``harnessctl route``): the failed rollouts, the candidate pool, their profiles, the ranking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import HarnessctlError
+from ..harness import HarnessSpec, load_harness
+from ..workspace import Workspace, harness_dirs
+from .router import RouteResult, route
+from .runner import load_profiles
+from .voting import Voter
+
+
+def pool_specs(ws: Workspace, pool: Path | list[str]) -> list[HarnessSpec]:
+    """A pool given as a directory of harness directories, or as names/directories."""
+    if isinstance(pool, Path):
+        return [load_harness(p) for p in harness_dirs(pool)]
+    return [ws.load_harness(name) for name in pool]
+
+
+def profiled_specs(ws: Workspace, store, *, policy_id: str, suite: str) -> list[HarnessSpec]:
+    """The workspace harnesses whose current tree has a profile under ``policy_id``."""
+    by_hash = {p.harness_hash: p for p in store.profiles(policy_id=policy_id, suite=suite)}
+    specs = []
+    for h, p in sorted(by_hash.items(), key=lambda kv: kv[1].harness_name):
+        path = ws.harness_dir(p.harness_name)
+        if path is not None:
+            spec = load_harness(path)
+            if spec.hash == h:
+                specs.append(spec)
+    return specs
+
+
+def failed_rollouts(store, task_id: str, rollout_ids: list[str]) -> list:
+    """The rollouts ``rollout_ids`` names (ids or unique prefixes): failures of ``task_id``."""
+    rows = [store.rollout(i) for i in rollout_ids]
+    for row in rows:
+        if row.task_id != task_id:
+            raise HarnessctlError(f"rollout {row.id} is of task {row.task_id}, not {task_id}")
+        if row.success:
+            raise HarnessctlError(f"rollout {row.id} succeeded: route failed rollouts only")
+    return rows
+
+
+def route_failures(
+    ws: Workspace,
+    store,
+    task_id: str,
+    rollout_ids: list[str],
+    *,
+    pool: Path | list[str] | None = None,
+    k: int = 3,
+    voters: list[Voter] | None = None,
+) -> RouteResult:
+    """Rank the candidates for a task whose rollouts ``rollout_ids`` failed: ``pool``, else
+    every harness with a current profile under the rollouts' policy; never a harness that
+    produced one of the failures."""
+    from ..evolve.digest import digest
+
+    rows = failed_rollouts(store, task_id, rollout_ids)
+    policy_id, suite = rows[0].policy_id, rows[0].suite
+    failed_hashes = {r.harness_hash for r in rows}
+    if pool is not None:
+        specs = pool_specs(ws, pool)
+    else:
+        specs = profiled_specs(ws, store, policy_id=policy_id, suite=suite)
+    specs = [s for s in specs if s.hash not in failed_hashes]
+    if not specs:
+        raise HarnessctlError(f"no candidate harness with a profile under {policy_id}")
+    profiles = load_profiles(
+        store, specs, policy_id=policy_id, suite=suite, avoid_split=rows[0].split
+    )
+    return route(
+        profiles,
+        task_id=task_id,
+        category=rows[0].category,
+        failure_outcomes=[r.outcome for r in rows],
+        k=k,
+        voters=voters,
+        digests=[digest(r, store.trajectory(r)).render() for r in rows],
+    )

@@ -1,0 +1,90 @@
+"""The ``harnessctl test`` loop: re-evaluate each harness on its baseline's split and seeds
+and compare (see the package docstring), or re-profile and rewrite the baselines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..evaluate import EvalRequest, evaluate
+from ..harness import HarnessSpec, load_harness
+from ..workspace import Workspace
+from . import Check, baseline_path, compare, load_baseline
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When a check fails (see the package docstring)."""
+
+    min_drop: float = 0.05
+    """Overall drop (significant, and at least this) that fails ``overall``."""
+    category_min_drop: float = 0.15
+    """Per-category drop that fails ``category:<name>``."""
+    fail_on_flips: bool = False
+    """Whether tasks that flipped from always-success to never fail ``flips``."""
+
+
+@dataclass
+class RegressResult:
+    checks: list[Check] = field(default_factory=list)
+    infra_failed: bool = False
+    """A rollout failed on infrastructure after retries: the run stopped, nothing concluded."""
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+
+def baselined(ws: Workspace, root: Path) -> list[HarnessSpec]:
+    """Every workspace harness with a baseline directory under ``root``."""
+    return [load_harness(path) for path in ws.harness_dirs() if (root / path.name).is_dir()]
+
+
+def update_baselines(
+    specs: list[HarnessSpec], template: EvalRequest, store, ws: Workspace, root: Path
+) -> list[Path]:
+    """Re-profile ``specs`` (rescues against their lineage root) and write the baselines."""
+    from ..profiles.runner import lineage_root, profile_pool
+
+    base = lineage_root(specs[0], ws.harnesses_dir)
+    return profile_pool(specs, base, template, store, out_dir=root).paths
+
+
+def run_regression(
+    specs: list[HarnessSpec],
+    template: EvalRequest,
+    store,
+    root: Path,
+    thresholds: Thresholds = Thresholds(),
+    *,
+    split: str | None = None,
+    seed_offset: int = 0,
+) -> RegressResult:
+    """Check each harness against its baseline under ``root`` for the template's policy and
+    suite (``split`` picks among several baselines), on the baseline's own split and seeds
+    shifted by ``seed_offset``."""
+    result = RegressResult()
+    policy_id, suite = template.policy.id, template.suite.name
+    for spec in specs:
+        data = load_baseline(baseline_path(root, spec.name, policy_id, suite, split))
+        seeds = sorted(int(s) for s in data["seeds"])
+        request = replace(
+            template,
+            harness=spec,
+            split=data["split"],
+            rollouts=len(seeds),
+            seed=seeds[0] + seed_offset,
+        )
+        evaluated = evaluate(request, store)
+        if evaluated.infra_failed:
+            result.infra_failed = True
+            return result
+        result.checks += compare(
+            spec.name,
+            data,
+            evaluated.rows,
+            min_drop=thresholds.min_drop,
+            category_min_drop=thresholds.category_min_drop,
+            fail_on_flips=thresholds.fail_on_flips,
+        )
+    return result

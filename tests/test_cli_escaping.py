@@ -1,0 +1,68 @@
+"""Text from outside (model replies, harness output, task text, error messages) is printed
+as itself: never read as rich markup, so brackets survive and a stray ``[/]`` cannot crash."""
+
+from __future__ import annotations
+
+import sys
+
+from typer.testing import CliRunner
+
+from harnessctl.cli import app
+from harnessctl.workspace import load_workspace
+from tests.store_helpers import make_rollout
+
+runner = CliRunner()
+HOSTILE = "closing [/] then [bold]x[/bold] and [red]y"
+
+
+def test_show_prints_a_reply_with_markup_literally(workspace):
+    trajectory = {
+        "calls": [
+            {
+                "index": 0,
+                "status": "ok",
+                "messages": [{"role": "system", "content": "task text [i]kept[/i]"}],
+                "reply": HOSTILE,
+            }
+        ],
+        "events": [{"event": "turn", "kind": "sql", "feedback": "harness said [/bold]"}],
+        "result": {"status": "done", "answer": "[x]", "traceback": "Error [/] at line 1"},
+        "score": {"success": False, "detail": "[b]no[/b]"},
+    }
+    row = make_rollout(
+        "k1",
+        outcome="wrong_answer",
+        success=False,
+        harness_name="dbbench-base",
+        error="boom [/]",
+        category="[select]",
+    )
+    stored = load_workspace(workspace).open_store().record_rollout(row, [], trajectory)
+
+    shown = runner.invoke(app, ["show", stored.id])
+
+    assert shown.exit_code == 0, shown.output
+    out = shown.stdout
+    assert "closing [/] then [bold]x[/bold] and [red]y" in out
+    assert "model call 0 [ok]" in out
+    assert "task text [i]kept[/i]" in out
+    assert "harness said [/bold]" in out
+    assert "Error [/] at line 1" in out
+    assert "boom [/]" in out and "([select])" in out
+    assert "detail=[b]no[/b]" in out
+
+
+def test_an_error_message_keeps_its_brackets(workspace, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+
+    result = runner.invoke(app, ["eval", "dbbench-base", "--executor", "ray", "--task", "dev-000"])
+
+    assert result.exit_code == 2, result.output
+    assert "pip install 'harnessctl[ray]'" in result.output
+
+
+def test_a_harness_name_with_brackets_is_named_in_the_error(workspace):
+    result = runner.invoke(app, ["eval", "missing[ray]"])
+
+    assert result.exit_code == 2
+    assert "missing[ray]" in result.output
