@@ -6,10 +6,7 @@ the tree and hands both to a sandbox.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,9 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ConfigError
 
+# re-exported: callers import the tree helpers from here as well
+from .trees import IGNORED_DIRS, IGNORED_SUFFIXES, harness_files, tree_hash  # noqa: F401
+
 MANIFEST = "harness.yaml"
-IGNORED_DIRS = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache"}
-IGNORED_SUFFIXES = (".pyc", ".pyo")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 
 
@@ -117,33 +115,6 @@ def load_manifest(path: Path) -> HarnessManifest:
         return HarnessManifest.model_validate(data)
     except ValidationError as exc:
         raise format_validation_error(str(path), exc) from None
-
-
-def harness_files(root: Path) -> list[Path]:
-    """Files that make up a harness, sorted; symlinks and special files are refused."""
-    files: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS)
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            if name.endswith(IGNORED_SUFFIXES):
-                continue
-            mode = path.lstat().st_mode
-            if not stat.S_ISREG(mode):
-                raise ConfigError(str(path), "harness trees may hold regular files only")
-            files.append(path)
-    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
-
-
-def tree_hash(root: Path) -> str:
-    """sha256 over (relative path, executable bit, content hash) of every file."""
-    digest = hashlib.sha256()
-    for path in harness_files(root):
-        rel = path.relative_to(root).as_posix()
-        executable = "x" if path.stat().st_mode & stat.S_IXUSR else "-"
-        content = hashlib.sha256(path.read_bytes()).hexdigest()
-        digest.update(f"{rel}\0{executable}\0{content}\n".encode())
-    return digest.hexdigest()
 
 
 def load_harness(path: Path | str) -> HarnessSpec:

@@ -18,8 +18,8 @@ from harnessctl.envs import (
     register_environment,
 )
 from harnessctl.envs.dbbench import DBBenchEnvironment, build_database
-from harnessctl.errors import ConfigError
 from harnessctl.envs.dbbench.sandbox.hxenv_dbbench import sqlcompat
+from harnessctl.errors import ConfigError
 
 DEV = Path(__file__).resolve().parent.parent / "examples" / "dbbench" / "dev.jsonl"
 RECORDS = [json.loads(line) for line in DEV.read_text(encoding="utf-8").splitlines()]

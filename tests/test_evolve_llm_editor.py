@@ -54,7 +54,7 @@ def evolve_engine(workspace, directions, editor, **options):
         workers=2,
         limits=Limits(timeout_s=20),
     )
-    catalog = catalogue()
+    catalog = catalogue("dbbench")
     request = EvolveRequest(
         base=base,
         eval=evaluation,
@@ -137,7 +137,7 @@ def test_max_edits_stops_the_evolution(workspace):
     engine = evolve_engine(
         workspace,
         ["execution-recovery", "context-construction"],
-        make_editor("rules"),
+        make_editor("rules", family="dbbench"),
         rounds=2,
         max_edits=1,
     )

@@ -58,19 +58,19 @@ def test_workspace_directions_override_and_errors_name_the_field(tmp_path):
     (tmp_path / "directions" / "termination.yaml").write_text(
         "name: termination\nbrief: mine\ntargets: [step_limit]\nmax_changed_lines: 5\n"
     )
-    found = catalogue(workspace=tmp_path)
+    found = catalogue("dbbench", workspace=tmp_path)
     assert found["termination"].brief == "mine" and len(found) == 5
     with pytest.raises(ConfigError, match="unknown direction"):
         select(["nope"], found)
     (tmp_path / "directions" / "bad.yaml").write_text("name: bad\nbrief: x\ntargets: [sucess]\n")
     with pytest.raises(ConfigError) as err:
-        catalogue(workspace=tmp_path)
+        catalogue("dbbench", workspace=tmp_path)
     assert err.value.where.endswith("bad.yaml: targets")
 
 
 def test_build_child_enforces_scope_and_budget(tmp_path):
     parent = load_harness(BASE_HARNESS)
-    directions = catalogue()
+    directions = catalogue("dbbench")
     anchor = "        return state.answer\n"
     big = "".join(f"        _x{i} = {i}\n" for i in range(70)) + anchor
     patch = f"harness.py\n<<<<<<< SEARCH\n{anchor}=======\n{big}>>>>>>> REPLACE\n"

@@ -92,7 +92,7 @@ class SandboxCode:
 
     @property
     def version(self) -> str:
-        from harnessctl.harness import tree_hash
+        from harnessctl.trees import tree_hash
 
         return tree_hash(self.path)[:12]
 

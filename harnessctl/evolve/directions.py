@@ -1,8 +1,8 @@
 """Repair directions: what an editor may change, why, and how much.
 
-Directions are YAML files. The shipped catalogue for the DBBench harness family lives in
-``harnessctl/directions/dbbench/``; a workspace adds or overrides directions in its own
-``directions/`` folder (same file format, same names win).
+Directions are YAML files. Each environment ships the catalogue for its harness family (its
+``directions`` attribute; DBBench's is ``harnessctl/envs/dbbench/directions/``); a workspace
+adds or overrides directions in its own ``directions/`` folder (same format, same names win).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..errors import ConfigError
 from ..harness import format_validation_error, read_yaml
 from ..outcomes import ALL_OUTCOMES
-
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "directions"
 
 
 class Direction(BaseModel):
@@ -61,10 +59,20 @@ def load_direction(path: Path) -> Direction:
         raise format_validation_error(str(path), exc) from None
 
 
-def catalogue(family: str = "dbbench", workspace: Path | None = None) -> dict[str, Direction]:
-    """Shipped directions for ``family``, overridden/extended by ``<workspace>/directions``."""
+def builtin_dir(family: str) -> Path | None:
+    """The directions the environment ``family`` ships (its ``directions`` attribute)."""
+    from ..envs import get_environment
+
+    folder = getattr(get_environment(family), "directions", None)
+    return Path(folder) if folder else None
+
+
+def catalogue(family: str, workspace: Path | None = None) -> dict[str, Direction]:
+    """The directions environment ``family`` ships, overridden/extended by
+    ``<workspace>/directions``."""
     found: dict[str, Direction] = {}
-    dirs = [BUILTIN_DIR / family]
+    shipped = builtin_dir(family)
+    dirs = [shipped] if shipped else []
     if workspace is not None:
         dirs.append(workspace / "directions")
     for folder in dirs:

@@ -39,10 +39,10 @@ def open_tools(task_dir: Path) -> dict[str, Any]:
         return dict(module.open_tools(Path(task_dir), runtime))
     if spec.get("surface") == "host":
         from .env import EnvClient, HostTool
-        from .harness import Observation
 
         client = EnvClient.from_env()
         return {
-            str(name): HostTool(str(name), client, Observation) for name in spec.get("tools") or []
+            str(name): HostTool(str(name), client, runtime.Observation)
+            for name in spec.get("tools") or []
         }
     return {}
