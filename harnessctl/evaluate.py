@@ -176,22 +176,26 @@ class Recorder:
         row, calls = self._rows(job, record, attempt)
         return self.store.record_rollout(row, calls, record.trajectory)
 
-    def record_attempt(self, job: Pending, outcome: str, error: str) -> None:
+    def record_attempt(self, job: Pending, outcome: str, error: str, ledger=None) -> None:
+        """Record an infra-failed attempt with the model calls of its ``ledger`` (when the
+        executor got one back): they were made and paid for even though it is retried."""
         from .store import AttemptRow
 
+        attempt_id = uuid.uuid4().hex
         self.store.record_attempt(
             AttemptRow(
-                id=uuid.uuid4().hex,
+                id=attempt_id,
                 cache_key=job.cache_key,
                 run_id=self.run_id,
                 outcome=outcome,
                 error=error,
                 created_at=time.time(),
-            )
+            ),
+            call_rows(ledger.calls, attempt_id, self.run_id) if ledger is not None else [],
         )
 
     def _rows(self, job: Pending, rec: RolloutRecord, attempt: int):
-        from .store import ModelCallRow, RolloutRow
+        from .store import RolloutRow
 
         request, task, ledger = self.request, job.task, rec.ledger
         row = RolloutRow(
@@ -227,25 +231,34 @@ class Recorder:
             trajectory_path="",
             created_at=time.time(),
         )
-        calls = [
-            ModelCallRow(
-                id=f"{rec.rollout_id}:{c.index}",
-                rollout_id=rec.rollout_id,
-                idx=c.index,
-                model=c.model,
-                status=c.status,
-                prompt_tokens=c.prompt_tokens,
-                completion_tokens=c.completion_tokens,
-                cost_usd=c.cost_usd,
-                latency_s=c.latency_s,
-                attempts=c.attempts,
-                error=c.error,
-                reply=c.reply,
-                created_at=c.started_at,
-            )
-            for c in ledger.calls
-        ]
-        return row, calls
+        return row, call_rows(ledger.calls, rec.rollout_id, self.run_id)
+
+
+def call_rows(calls: list, owner_id: str, run_id: str) -> list:
+    """``ModelCallRow``s of a ledger's calls (``CallRecord``), params redacted; the store
+    sets the owner (rollout or attempt) when it writes them."""
+    from .gateway.protocol import redact
+    from .store import ModelCallRow
+
+    return [
+        ModelCallRow(
+            id=f"{owner_id}:{c.index}",
+            run_id=run_id,
+            idx=c.index,
+            model=c.model,
+            status=c.status,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            cost_usd=c.cost_usd,
+            latency_s=c.latency_s,
+            attempts=c.attempts,
+            error=c.error,
+            reply=c.reply,
+            params_json=json.dumps(redact(c.params), sort_keys=True, default=str),
+            created_at=c.started_at,
+        )
+        for c in calls
+    ]
 
 
 class _LocalRunner(Recorder):
@@ -276,5 +289,5 @@ class _LocalRunner(Recorder):
             record = self.session.run(self.request.harness, job.task, job.seed, self.request.policy)
             if record.outcome != Outcome.INFRA_ERROR:
                 return self.record(job, record, attempt)
-            self.record_attempt(job, record.outcome.value, record.error or "")
+            self.record_attempt(job, record.outcome.value, record.error or "", record.ledger)
         return None

@@ -12,6 +12,7 @@ HARNESSCTL_* variable before each test.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -34,6 +35,7 @@ from harnessctl.errors import HarnessctlError
 from harnessctl.store import (
     AttemptRow,
     HarnessRow,
+    HostCall,
     ModelCallRow,
     RolloutRow,
     RunRow,
@@ -154,7 +156,12 @@ def test_migrations_applied_once_and_reopen_is_noop(backend: str, tmp_path: Path
     Store.for_workspace(tmp_path, url=backend).close()
     query = f"SELECT number, name, applied_at FROM {MIGRATIONS_TABLE} ORDER BY number"
     first = rows(backend, query)
-    assert [(n, name) for n, name, _ in first] == [(1, "initial"), (2, "edits"), (3, "profiles")]
+    assert [(n, name) for n, name, _ in first] == [
+        (1, "initial"),
+        (2, "edits"),
+        (3, "profiles"),
+        (4, "call_log"),
+    ]
     Store.for_workspace(tmp_path, url=backend).close()
     assert rows(backend, query) == first
     engine = create_store_engine(backend)
@@ -179,7 +186,7 @@ def test_postgres_migrators_queue_on_an_advisory_lock(backend: str) -> None:
             assert not inspect(holder).has_table(MIGRATIONS_TABLE)
             conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": PG_MIGRATION_LOCK})
             thread.join(timeout=30)
-        assert not thread.is_alive() and applied == [1, 2, 3]
+        assert not thread.is_alive() and applied == [1, 2, 3, 4]
     finally:
         engine.dispose()
         holder.dispose()
@@ -226,6 +233,37 @@ def test_failed_migration_rolls_back_entirely(backend: str, tmp_path: Path) -> N
             assert conn.execute(text(f"SELECT count(*) FROM {MIGRATIONS_TABLE}")).scalar() == 0
     finally:
         engine.dispose()
+
+
+def test_call_log_migration_keeps_earlier_calls(backend: str, tmp_path: Path) -> None:
+    engine = create_store_engine(backend)
+    try:
+        assert migrate(engine, load_migrations()[:3]) == [1, 2, 3]
+        rollout = make_rollout("k1", id="r1", run_id="run-a")
+        with engine.begin() as conn:
+            conn.execute(RolloutRow.__table__.insert().values(**rollout.model_dump()))  # type: ignore[attr-defined]
+            conn.execute(
+                text(
+                    "INSERT INTO model_call (id, rollout_id, idx, model, status, prompt_tokens, "
+                    "completion_tokens, cost_usd, latency_s, attempts, error, reply, created_at) "
+                    "VALUES ('r1:0', 'r1', 0, 'm', 'ok', 11, 3, 0.5, 0.1, 1, NULL, 'hi', 1.0)"
+                )
+            )
+        assert migrate(engine) == [4]
+    finally:
+        engine.dispose()
+    with Store.for_workspace(tmp_path, url=backend) as opened:
+        (call,) = opened.calls("r1")
+        assert (call.id, call.purpose, call.run_id, call.prompt_tokens, call.reply) == (
+            "r1:0",
+            "policy",
+            "run-a",
+            11,
+            "hi",
+        )
+        assert call.attempt_id is None and call.edit_id is None
+        totals = opened.call_totals()
+        assert list(totals) == ["policy"] and totals["policy"].cost_usd == 0.5
 
 
 def test_migrated_schema_equals_table_models(store: Store, backend: str) -> None:
@@ -398,6 +436,30 @@ def test_attempts_edits_and_profiles(store: Store) -> None:
     ]
 
 
+def test_one_call_log_for_rollouts_attempts_editors_and_voters(store: Store) -> None:
+    store.record_rollout(
+        make_rollout("k", id="r1"), [ModelCallRow(idx=0, prompt_tokens=5, cost_usd=0.25)], {}
+    )
+    attempt = AttemptRow(cache_key="k", run_id="run1", outcome="infra_error")
+    store.record_attempt(attempt, [ModelCallRow(idx=0, prompt_tokens=7, status="ok")])
+    editor = HostCall.of("m", {"api_key": "sk-secret", "temperature": 0}, 1.0)
+    editor.cost_usd, editor.completion_tokens = 1.5, 9
+    store.record_calls([editor], purpose="editor", edit_id="e1")
+    store.record_calls([HostCall("v", "ok", 3, 1, 0.125)], purpose="voter", run_id="run9")
+    assert [c.id for c in store.calls(attempt_id=attempt.id)] == [f"{attempt.id}:0"]
+    (logged,) = store.calls(edit_id="e1")
+    assert logged.purpose == "editor" and logged.rollout_id is None
+    assert json.loads(logged.params_json or "{}") == {"api_key": "***", "temperature": 0}
+    totals = store.call_totals()
+    assert {p: (t.calls, t.total_tokens, t.cost_usd) for p, t in totals.items()} == {
+        "editor": (1, 9, 1.5),
+        "policy": (2, 12, 0.25),
+        "voter": (1, 4, 0.125),
+    }
+    assert list(store.call_totals(run_id="run1")) == ["policy"]
+    assert store.call_totals(purpose="editor", run_id="nope") == {}
+
+
 # --- concurrency ---
 
 
@@ -497,6 +559,7 @@ def test_processes_racing_on_a_fresh_store(backend: str, tmp_path: Path) -> None
         (1,),
         (2,),
         (3,),
+        (4,),
     ]
     recorded = dict(rows(backend, "SELECT cache_key, id FROM rollout"))
     assert sorted(recorded) == sorted(f"k{i}" for i in range(40))

@@ -8,9 +8,13 @@ Schema is written next to the data as ``schema.json``):
   assistant = the validated patch) for edits whose realised same-batch reward is at least
   ``min_reward`` and that were accepted.
 - GRPO prompts (``grpo/{train,test}.jsonl``): the same prompt for EVERY edit context, with
-  the reward recipe (re-run the patched harness on the batch and control (task, seed)
-  pairs with this policy; reward = (rescues - regressions) / (batch + control)) and the
-  realised reference response and reward.
+  the reward recipe and the realised reference response and reward. The recipe executes:
+  ``harnessctl.evolve.reward.reward_for_record(record, completion, workspace=...)`` builds
+  the completion's child of the recorded parent, re-runs it on the recipe's batch and
+  control (task, seed) pairs with the recorded policy and limits, and returns the verdict
+  (reward = (rescues - regressions) / (batch + control); an invalid patch earns
+  ``invalid_reward``). On the reference response it reproduces ``reference_reward`` when
+  the recipe kept every pair of the judgement (``dropped_pairs`` is 0).
 
 Split by task, so no task and no failure batch is on both sides: every task goes to test
 with probability ``test_fraction`` (sha256 of seed and task id); an edit goes to the side
@@ -28,8 +32,9 @@ from pydantic import BaseModel, ConfigDict
 
 from .directions import Direction
 from .editors import SYSTEM, render_parts
+from .reward import RewardRecipe
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the reward recipe names its function and holds every input
 
 
 class Message(BaseModel):
@@ -67,19 +72,6 @@ class SFTRecord(BaseModel):
     metadata: EditMeta
 
 
-class RewardRecipe(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    kind: str = "same_batch_paired"
-    parent_hash: str
-    suite: str
-    split: str
-    policy_id: str
-    batch: list[tuple[str, int]]
-    control: list[tuple[str, int]]
-    formula: str = "(rescues - regressions) / (len(batch) + len(control))"
-    accept_rule: dict
-
-
 class GRPORecord(BaseModel):
     """One RL prompt: the editor prompt, how to score a response, a realised reference."""
 
@@ -95,6 +87,24 @@ class GRPORecord(BaseModel):
 def task_side(task_id: str, seed: int, test_fraction: float) -> str:
     h = int(hashlib.sha256(f"{seed}:{task_id}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     return "test" if h < test_fraction else "train"
+
+
+def recipe_of(edit, metrics: dict, keep: set[str]) -> RewardRecipe:
+    """The edit's reward recipe restricted to the pairs of the tasks in ``keep``."""
+    recorded = metrics.get("reward") or {
+        "parent_hash": edit.parent_hash,
+        "suite": metrics["suite"],
+        "split": metrics["split"],
+        "policy_id": metrics["policy_id"],
+        "batch": metrics["batch"],
+        "control": metrics["control"],
+        "accept_rule": metrics.get("rule", {}),
+    }
+    recipe = RewardRecipe.model_validate(recorded)
+    batch = [(t, s) for t, s in recipe.batch if t in keep]
+    control = [(t, s) for t, s in recipe.control if t in keep]
+    dropped = len(recipe.batch) + len(recipe.control) - len(batch) - len(control)
+    return recipe.model_copy(update={"batch": batch, "control": control, "dropped_pairs": dropped})
 
 
 def export_edits(
@@ -145,15 +155,7 @@ def export_edits(
         response = edit.patch or edit.response
         grpo = GRPORecord(
             prompt=prompt,
-            reward=RewardRecipe(
-                parent_hash=edit.parent_hash,
-                suite=metrics["suite"],
-                split=metrics["split"],
-                policy_id=metrics["policy_id"],
-                batch=[(t, s) for t, s in metrics["batch"] if t in keep],
-                control=[(t, s) for t, s in metrics["control"] if t in keep],
-                accept_rule=metrics.get("rule", {}),
-            ),
+            reward=recipe_of(edit, metrics, keep),
             reference_response=response,
             reference_reward=edit.reward,
             metadata=meta,

@@ -11,6 +11,7 @@ Two editors share one interface and one downstream path (parse, apply, validate,
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -19,8 +20,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError
 from ..harness import format_validation_error, read_yaml
+from ..store.calls import HostCall
 from .digest import Digest
-from .directions import BUILTIN_DIR, Direction
+from .directions import Direction, builtin_dir
 
 SYSTEM = """You are a harness engineer. A harness is the code and prompts around an LLM agent: \
 it builds the context, parses and validates actions, mediates tools and recovers from errors. \
@@ -57,6 +59,8 @@ class Proposal:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    calls: list[HostCall] = field(default_factory=list)
+    """The model calls behind this proposal, for the call log (none for the rule editor)."""
 
 
 class Editor(Protocol):
@@ -111,6 +115,7 @@ class LLMEditor:
                     "content": f"Your patch was rejected: {feedback}\nSend a corrected patch.",
                 }
             )
+        started = time.time()
         result = complete(
             self.model,
             list(ctx.history),
@@ -128,6 +133,7 @@ class LLMEditor:
             result.prompt_tokens,
             result.completion_tokens,
             result.cost_usd,
+            [HostCall.of(self.model, self.params, started, completion=result)],
         )
 
 
@@ -144,8 +150,9 @@ class Repair(BaseModel):
     patch: str
 
 
-def load_repairs(family: str = "dbbench", workspace: Path | None = None) -> list[Repair]:
-    folders = [BUILTIN_DIR / family / "repairs"]
+def load_repairs(family: str, workspace: Path | None = None) -> list[Repair]:
+    shipped = builtin_dir(family)
+    folders = [shipped / "repairs"] if shipped else []
     if workspace is not None:
         folders.append(workspace / "directions" / "repairs")
     repairs: list[Repair] = []
@@ -213,7 +220,7 @@ def _applies(repair: Repair, files: dict[str, str]) -> bool:
 
 
 def make_editor(
-    spec: str, *, workspace: Path | None = None, family: str = "dbbench", params: dict | None = None
+    spec: str, *, workspace: Path | None = None, family: str, params: dict | None = None
 ) -> Editor:
     if spec == "rules":
         return RuleEditor(load_repairs(family, workspace))

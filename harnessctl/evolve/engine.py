@@ -1,6 +1,8 @@
 """The evolve loop: per direction, a chain of rounds; each round edits the best accepted
 variant of that direction, validates the patch, judges the child by a same-batch paired
-re-run, and commits accepted children as new directories under ``harnesses/``.
+re-run, and commits accepted children as new directories under ``harnesses/``. The
+judgement is :func:`harnessctl.evolve.reward.judge_edit` (a library function a trainer
+calls too); the engine alone writes edit records, editor calls and git commits.
 
 Resumable by construction: rollouts are cached by key, edits are recorded under a
 deterministic key (evolve id, parent hash, direction, round, attempt) and reused on a rerun,
@@ -15,16 +17,17 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..evaluate import EvalRequest, evaluate
+from ..gateway.protocol import redact
 from ..harness import HarnessSpec, load_harness
 from .digest import digest
 from .directions import Direction
 from .editors import EditContext, Editor
-from .reward import judge
-from .validate import Rejected, build_child, scope_files
+from .reward import EditVerdict, RewardRecipe, child_manifest, judge_edit
+from .validate import scope_files
 
 Log = Callable[[str, str], None]  # (direction, message)
 
@@ -190,7 +193,6 @@ class Engine:
                 f"{self.id}:{parent.hash}:{direction.name}:{rnd}:{attempt}".encode()
             ).hexdigest()
             edit_id = key[:16]
-            name = f"{self.req.base.name}.{direction.name}.r{rnd}"
             done = self.store.edit_by_key(key)
             if done is not None and done.status == "rejected":
                 feedback = f"{done.reason}: {done.detail}"
@@ -204,6 +206,8 @@ class Engine:
                 )
             else:
                 proposal = self.req.editor.propose(ctx, feedback)
+                if proposal is not None and proposal.calls:  # before anything can fail
+                    self.store.record_calls(proposal.calls, purpose="editor", edit_id=edit_id)
                 if proposal is None:
                     self.log(direction.name, f"round {rnd}: the editor has nothing to propose")
                     return None
@@ -213,6 +217,15 @@ class Engine:
                     proposal.prompt,
                 )
                 usage = (proposal.prompt_tokens, proposal.completion_tokens, proposal.cost_usd)
+            update = child_manifest(
+                parent,
+                direction,
+                f"{self.req.base.name}.{direction.name}.r{rnd}",
+                edit_id=edit_id,
+                description=f"{self.req.base.manifest.description.strip()} "
+                f"Edited along {direction.name} (round {rnd}).",
+            )
+            context = self._context_record(direction, ctx, batch, control, parent, update)
             row = EditRow(
                 id=edit_id,
                 edit_key=key,
@@ -232,41 +245,61 @@ class Engine:
                 completion_tokens=usage[1],
                 cost_usd=usage[2],
                 created_at=time.time(),
-                metrics_json=json.dumps(self._context_record(direction, ctx, batch, control)),
+                metrics_json=json.dumps(context),
             )
-            staging = self.tmp / name
-            update = {
-                "name": name,
-                "parent": parent.name,
-                "parent_hash": parent.hash,
-                "direction": direction.name,
-                "edit_id": edit_id,
-                "description": f"{self.req.base.manifest.description.strip()} "
-                f"Edited along {direction.name} (round {rnd}).",
-            }
-            try:
-                spec, row.patch, row.diff = build_child(
-                    parent, direction, proposal_response, staging, update
-                )
-                smoke = self._eval(spec, pairs=[(batch[0].task_id, batch[0].seed)]).rows
-                if not smoke or smoke[0].outcome in ("harness_error", "timeout"):
-                    detail = smoke[0].error if smoke else "no smoke result"
-                    raise Rejected(
-                        "smoke_failed", f"{smoke[0].outcome if smoke else '?'}: {detail}"
-                    )
-            except Rejected as exc:
-                row.reason, row.detail = exc.reason, exc.detail
+            staging = self.tmp / update["name"]
+            verdict = judge_edit(
+                parent,
+                direction,
+                proposal_response,
+                batch=[(r.task_id, r.seed) for r in batch],
+                control=[(r.task_id, r.seed) for r in control],
+                evaluation=replace(self.req.eval, command="evolve"),
+                store=self.store,
+                alpha=self.req.alpha,
+                min_net=self.req.min_net,
+                manifest_update=update,
+                workdir=staging,
+                progress=self.progress,
+            )
+            row.patch, row.diff = verdict.patch, verdict.diff
+            if verdict.status == "rejected":
+                row.reason, row.detail = verdict.reason, verdict.detail
                 self.store.record_edit(row)
-                self.log(direction.name, f"round {rnd}: rejected ({exc.reason}) {exc.detail}")
-                feedback = f"{exc.reason}: {exc.detail}"
+                self.log(
+                    direction.name, f"round {rnd}: rejected ({verdict.reason}) {verdict.detail}"
+                )
+                feedback = f"{verdict.reason}: {verdict.detail}"
                 ctx.tried.append(proposal_response)
                 continue
-            return self._judge(direction, rnd, row, spec, staging, batch, control)
+            return self._record_verdict(direction, rnd, row, verdict, staging)
         return None
 
-    def _context_record(self, direction, ctx, batch, control) -> dict:
-        """What the editor saw and how its edit is judged: the basis of exported datasets."""
+    def _context_record(self, direction, ctx, batch, control, parent, update) -> dict:
+        """What the editor saw and how its edit is judged: the basis of exported datasets.
+
+        ``reward`` is the executable recipe (:class:`RewardRecipe`) of this judgement."""
         ev = self.req.eval
+        recipe = RewardRecipe(
+            parent_hash=parent.hash,
+            parent_name=parent.name,
+            suite=ev.suite.id,
+            suite_path=self._suite_path(),
+            split=ev.split,
+            policy_id=ev.policy.id,
+            policy_model=ev.policy.model,
+            policy_params=redact(ev.policy.params),
+            batch=[(r.task_id, r.seed) for r in batch],
+            control=[(r.task_id, r.seed) for r in control],
+            alpha=self.req.alpha,
+            min_net=self.req.min_net,
+            direction=direction.model_dump(),
+            manifest_update=update,
+            limits=asdict(ev.limits),
+            max_calls=ev.max_calls,
+            max_tokens=ev.max_tokens,
+            accept_rule={"alpha": self.req.alpha, "min_net": self.req.min_net},
+        )
         return {
             "suite": ev.suite.id,
             "split": ev.split,
@@ -280,44 +313,25 @@ class Engine:
             "files": ctx.files,
             "direction": direction.model_dump(),
             "rule": {"alpha": self.req.alpha, "min_net": self.req.min_net},
+            "reward": recipe.model_dump(mode="json"),
         }
 
-    def _judge(self, direction, rnd, row, spec, staging, batch, control):
-        pairs = [(r.task_id, r.seed) for r in batch + control]
-        child_rows = {(r.task_id, r.seed): r for r in self._eval(spec, pairs=pairs).rows}
-        rescues = sum(
-            1
-            for r in batch
-            if child_rows.get((r.task_id, r.seed)) is not None
-            and child_rows[(r.task_id, r.seed)].success
-        )
-        regressions = sum(
-            1
-            for r in control
-            if child_rows.get((r.task_id, r.seed)) is None
-            or not child_rows[(r.task_id, r.seed)].success
-        )
-        verdict = judge(
-            rescues,
-            regressions,
-            len(batch),
-            len(control),
-            alpha=self.req.alpha,
-            min_net=self.req.min_net,
-        )
+    def _suite_path(self) -> str:
+        root = self.req.eval.suite.root.resolve()
+        try:
+            return root.relative_to(Path(self.ws.root).resolve()).as_posix()
+        except ValueError:
+            return str(root)
+
+    def _record_verdict(self, direction, rnd, row, verdict: EditVerdict, staging: Path):
+        """Store the judged edit; commit an accepted child under ``harnesses/``."""
         row.status = "evaluated"
-        row.rescues, row.regressions = rescues, regressions
+        row.rescues, row.regressions = verdict.rescues, verdict.regressions
         row.reward, row.p_value, row.reason = verdict.reward, verdict.p_value, verdict.reason
-        row.child_hash = spec.hash
+        row.child_hash = verdict.child_hash
         metrics = json.loads(row.metrics_json or "{}")
-        metrics["child_eval_tokens"] = sum(
-            r.prompt_tokens + r.completion_tokens for r in child_rows.values()
-        )
-        metrics["rescued"] = [
-            [r.task_id, r.seed]
-            for r in batch
-            if (r.task_id, r.seed) in child_rows and child_rows[(r.task_id, r.seed)].success
-        ]
+        metrics["child_eval_tokens"] = verdict.eval_tokens
+        metrics["rescued"] = [list(p) for p in verdict.rescued]
         row.metrics_json = json.dumps(metrics)
         self.store.record_edit(row)
         self.log(
@@ -327,17 +341,18 @@ class Engine:
         )
         if not verdict.accepted:
             return None
-        commit = self._commit(spec, staging, row, verdict)
+        name = staging.name  # the child's name: staging is self.tmp / name
+        commit = self._commit(name, staging, row, verdict)
         row.status, row.accepted, row.child_name, row.git_commit = (
             "accepted",
             True,
-            spec.name,
+            name,
             commit,
         )
         self.store.record_edit(row)
-        final = load_harness(self.ws.harnesses_dir / spec.name)
+        final = load_harness(self.ws.harnesses_dir / name)
         variant = Variant(
-            name=spec.name,
+            name=name,
             direction=direction.name,
             hash=final.hash,
             parent=row.parent_name,
@@ -348,25 +363,26 @@ class Engine:
         )
         return variant, final
 
-    def _commit(self, spec: HarnessSpec, staging: Path, row, verdict) -> str:
+    def _commit(self, name: str, staging: Path, row, verdict: EditVerdict) -> str:
         from ..vcs import commit_directory, find_commit
 
         existing = find_commit(self.ws.root, f"Harness-Edit-Id: {row.id}")
-        target = self.ws.harnesses_dir / spec.name
+        target = self.ws.harnesses_dir / name
         if existing is not None:
             return existing
         if target.exists():  # left behind by a crash between copy and commit
             shutil.rmtree(target)
         shutil.copytree(staging, target)
         message = (
-            f"evolve: {spec.name} ({row.direction}, round {row.round})\n\n"
-            f"Same-batch reward {verdict.reward:+.3f}: rescued {verdict.rescues}/{verdict.batch} "
-            f"failures, regressed {verdict.regressions}/{verdict.control} successes "
-            f"(sign test p={verdict.p_value:.4f}). Editor: {row.editor}.\n\n"
+            f"evolve: {name} ({row.direction}, round {row.round})\n\n"
+            f"Same-batch reward {verdict.reward:+.3f}: rescued {verdict.rescues}/"
+            f"{verdict.batch_size} failures, regressed {verdict.regressions}/"
+            f"{verdict.control_size} successes (sign test p={verdict.p_value:.4f}). "
+            f"Editor: {row.editor}.\n\n"
             f"Harness-Parent: {row.parent_name} {row.parent_hash[:12]}\n"
             f"Harness-Direction: {row.direction}\n"
             f"Harness-Edit-Id: {row.id}\n"
-            f"Harness-Hash: {spec.hash}\n"
+            f"Harness-Hash: {verdict.child_hash}\n"
         )
         return commit_directory(self.ws.root, target, message)
 

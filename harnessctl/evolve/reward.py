@@ -1,4 +1,5 @@
-"""Same-batch reward and the acceptance rule.
+"""The edit reward, as a library function: build the child, re-run it paired on the same
+batch, judge it.
 
 The child is re-run on exactly the (task, seed) pairs of the parent's failure batch
 (rescues) and of a sample of the parent's successes (regressions). Pairs make the
@@ -6,13 +7,44 @@ comparison paired: with b rescues and c regressions, the exact one-sided sign te
 asks how likely b or more of the b+c discordant pairs favour the child if the edit did
 nothing: p = P(X >= b), X ~ Binomial(b + c, 1/2). An edit is accepted when
 ``b - c >= min_net`` and ``p <= alpha`` (flags ``--min-net`` and ``--alpha``). The reward
-stored with the edit is (b - c) / (batch + control).
+is (b - c) / (batch + control); a patch that fails validation (it does not parse or apply,
+leaves the direction's files, does not compile, or the child fails a smoke task) earns
+``INVALID_REWARD``.
+
+:func:`judge_edit` does all of that and nothing else: no git commit, no edit record. The
+evolve engine calls it per proposal and then writes the store and git itself; a trainer
+calls it (or :func:`reward_for_record` on an exported GRPO record) to score a completion::
+
+    from harnessctl.evolve.reward import reward_for_record
+    verdict = reward_for_record(grpo_line, completion_text, workspace="path/to/workspace")
+    verdict.reward
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from math import comb
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import HarnessctlError
+from .directions import Direction
+from .validate import Rejected, build_child
+
+if TYPE_CHECKING:
+    from ..evaluate import EvalRequest
+    from ..executors.base import Progress
+    from ..harness import HarnessSpec
+    from ..policy import Policy
+
+INVALID_REWARD = 0.0
+REWARD_FUNCTION = "harnessctl.evolve.reward.reward_for_record"
+Pair = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -56,3 +88,312 @@ def judge(
         reason = f"{rescues} rescued, {regressions} regressed, p={p:.3f}"
         ok = True
     return Verdict(rescues, regressions, batch, control, p, reward, ok, reason)
+
+
+class PairResult(BaseModel):
+    """The child's rollout on one (task, seed) pair of the judgement."""
+
+    model_config = ConfigDict(extra="forbid")
+    task_id: str
+    seed: int
+    role: Literal["batch", "control"]
+    """``batch``: the parent failed it (a success is a rescue); ``control``: the parent
+    succeeded (a failure, or no result, is a regression)."""
+    success: bool
+    outcome: str | None
+    """None when the child got no result (the rollout failed on infrastructure)."""
+    rollout_id: str | None
+    tokens: int = 0
+
+
+class EditVerdict(BaseModel):
+    """What :func:`judge_edit` found: the child's reward and whether it is accepted."""
+
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["rejected", "evaluated"]
+    """``rejected``: the patch failed validation (``reason`` is the code); ``evaluated``:
+    the child was re-run on the batch and control pairs."""
+    accepted: bool
+    reward: float
+    reason: str
+    detail: str | None = None
+    rescues: int = 0
+    regressions: int = 0
+    batch_size: int
+    control_size: int
+    p_value: float | None = None
+    child_hash: str | None = None
+    patch: str = ""
+    """The patch as normalised SEARCH/REPLACE blocks (empty when it did not parse/apply)."""
+    diff: str = ""
+    pairs: list[PairResult] = []
+    eval_tokens: int = 0
+    """Prompt plus completion tokens of the child's paired re-run."""
+
+    @property
+    def rescued(self) -> list[Pair]:
+        return [(p.task_id, p.seed) for p in self.pairs if p.role == "batch" and p.success]
+
+
+def child_manifest(parent: HarnessSpec, direction: Direction, name: str, **more: Any) -> dict:
+    """The manifest fields a child of ``parent`` along ``direction`` gets."""
+    return {
+        "name": name,
+        "parent": parent.name,
+        "parent_hash": parent.hash,
+        "direction": direction.name,
+        **more,
+    }
+
+
+def judge_edit(
+    parent: HarnessSpec,
+    direction: Direction,
+    patch: str,
+    *,
+    batch: Sequence[Pair],
+    control: Sequence[Pair],
+    evaluation: EvalRequest,
+    store: Any,
+    alpha: float = 0.1,
+    min_net: int = 1,
+    manifest_update: dict | None = None,
+    workdir: Path | None = None,
+    progress: Progress | None = None,
+) -> EditVerdict:
+    """Score ``patch`` (an editor's reply) as an edit of ``parent`` along ``direction``.
+
+    Validates the patch and builds the child in ``workdir`` (kept, for a caller that commits
+    it) or in a temporary directory (removed), smoke-tests it on the first batch pair, then
+    re-runs it through :func:`harnessctl.evaluate.evaluate` (cached, stored like any
+    evaluation) on ``batch`` (pairs the parent failed) and ``control`` (pairs it succeeded
+    on) with the suite, split, policy and limits of ``evaluation``. Writes no edit record and
+    no git commit.
+    """
+    if not batch:
+        raise ValueError("judge_edit needs at least one batch pair")
+    batch = [(str(t), int(s)) for t, s in batch]
+    control = [(str(t), int(s)) for t, s in control]
+    update = manifest_update or child_manifest(parent, direction, f"{parent.name}.candidate")
+    scratch = None
+    if workdir is None:
+        scratch = Path(tempfile.mkdtemp(prefix="hxjudge-"))
+        workdir = scratch / str(update["name"])
+    patch_text = diff = ""
+    try:
+        try:
+            child, patch_text, diff = build_child(parent, direction, patch, workdir, update)
+            smoke = _run(evaluation, child, [batch[0]], store, progress)
+            if not smoke or smoke[0].outcome in ("harness_error", "timeout"):
+                outcome = smoke[0].outcome if smoke else "?"
+                raise Rejected(
+                    "smoke_failed", f"{outcome}: {smoke[0].error if smoke else 'no smoke result'}"
+                )
+        except Rejected as exc:
+            return EditVerdict(
+                status="rejected",
+                accepted=False,
+                reward=INVALID_REWARD,
+                reason=exc.reason,
+                detail=exc.detail,
+                batch_size=len(batch),
+                control_size=len(control),
+                patch=patch_text,
+                diff=diff,
+            )
+        rows = {
+            (r.task_id, r.seed): r
+            for r in _run(evaluation, child, batch + control, store, progress)
+        }
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    pairs = [_pair(rows.get(p), p, "batch") for p in batch]
+    pairs += [_pair(rows.get(p), p, "control") for p in control]
+    rescues = sum(1 for p in pairs if p.role == "batch" and p.success)
+    regressions = sum(1 for p in pairs if p.role == "control" and not p.success)
+    rule = judge(rescues, regressions, len(batch), len(control), alpha=alpha, min_net=min_net)
+    return EditVerdict(
+        status="evaluated",
+        accepted=rule.accepted,
+        reward=rule.reward,
+        reason=rule.reason,
+        rescues=rescues,
+        regressions=regressions,
+        p_value=rule.p_value,
+        child_hash=child.hash,
+        patch=patch_text,
+        diff=diff,
+        pairs=pairs,
+        eval_tokens=sum(r.prompt_tokens + r.completion_tokens for r in rows.values()),
+        batch_size=len(batch),
+        control_size=len(control),
+    )
+
+
+def _run(evaluation: EvalRequest, child: HarnessSpec, pairs: list, store: Any, progress) -> list:
+    from ..evaluate import evaluate
+
+    request = replace(evaluation, harness=child, pairs=[tuple(p) for p in pairs])
+    return evaluate(request, store, progress=progress).rows
+
+
+def _pair(row: Any, pair: tuple, role: Literal["batch", "control"]) -> PairResult:
+    return PairResult(
+        task_id=pair[0],
+        seed=pair[1],
+        role=role,
+        success=bool(row is not None and row.success),
+        outcome=None if row is None else row.outcome,
+        rollout_id=None if row is None else row.id,
+        tokens=0 if row is None else row.prompt_tokens + row.completion_tokens,
+    )
+
+
+class RewardRecipe(BaseModel):
+    """How to score a completion for one edit context: call ``function`` (a dotted path;
+    ``reward_for_record(record, completion, workspace=...)``) with the record. Every input
+    of :func:`judge_edit` is here; fields left None (records from before they were recorded)
+    make the recipe unexecutable, and :func:`reward_for_record` says which."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: str = "same_batch_paired"
+    function: str = REWARD_FUNCTION
+    parent_hash: str
+    parent_name: str | None = None
+    suite: str
+    """The suite id (``name@hash`` of its task files)."""
+    suite_path: str | None = None
+    """The suite directory, relative to the workspace when inside it."""
+    split: str
+    policy_id: str
+    policy_model: str | None = None
+    policy_params: dict | None = None
+    """The policy's parameters, secrets redacted (pass ``policy=`` when any were)."""
+    batch: list[Pair]
+    control: list[Pair]
+    dropped_pairs: int = 0
+    """Pairs of the original judgement left out of this record (tasks of the other dataset
+    split): when non-zero the reward is over fewer pairs than the stored one."""
+    alpha: float | None = None
+    min_net: int | None = None
+    direction: dict | None = None
+    """The direction (scope and budget the patch is validated against)."""
+    manifest_update: dict | None = None
+    """The child's manifest fields (same fields, same patch: the same child hash)."""
+    limits: dict | None = None
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    invalid_reward: float = INVALID_REWARD
+    formula: str = "(rescues - regressions) / (len(batch) + len(control))"
+    accept_rule: dict = {}
+
+
+def reward_for_record(
+    record: Any,
+    completion: str,
+    *,
+    workspace: Any,
+    store: Any = None,
+    policy: Policy | None = None,
+    sandbox: str | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> EditVerdict:
+    """Score ``completion`` for an exported GRPO record (the model, a dict or a JSON line).
+
+    ``workspace`` (a ``Workspace``, or a path resolved as ``load_workspace`` does, so
+    ``$HARNESSCTL_WORKSPACE`` wins) must hold the parent harness and the suite; ``store``
+    defaults to the workspace's (rollouts already there are reused, the rest run). ``policy``
+    replaces the recorded one when its parameters held secrets (they are redacted in the
+    record); it must have the recorded policy id.
+    """
+    from ..evaluate import EvalRequest
+    from ..policy import Policy
+    from ..sandbox import Limits
+    from ..workspace import Workspace, load_workspace
+
+    recipe = _recipe_of(record)
+    missing = [
+        name
+        for name in ("suite_path", "policy_model", "direction", "manifest_update", "limits")
+        if getattr(recipe, name) is None
+    ]
+    if missing:
+        raise HarnessctlError(
+            f"the reward recipe lacks {', '.join(missing)}: its edit was recorded before "
+            "harnessctl kept them (re-run the evolve to record executable recipes)"
+        )
+    ws = workspace if isinstance(workspace, Workspace) else load_workspace(Path(workspace))
+    parent = find_harness(ws, recipe.parent_hash, recipe.parent_name)
+    suite = ws.load_suite(recipe.suite_path)
+    if suite.id != recipe.suite:
+        raise HarnessctlError(
+            f"suite {recipe.suite_path} is {suite.id}, the recipe's {recipe.suite}"
+        )
+    policy = policy or Policy(recipe.policy_model or "", dict(recipe.policy_params or {}))
+    if policy.id != recipe.policy_id:
+        raise HarnessctlError(
+            f"policy {policy.id} is not the recipe's {recipe.policy_id} (pass policy= with "
+            "the parameters whose secrets were redacted)"
+        )
+    evaluation = EvalRequest(
+        harness=parent,
+        suite=suite,
+        split=recipe.split,
+        policy=policy,
+        limits=Limits(**(recipe.limits or {})),
+        max_calls=recipe.max_calls or EvalRequest.max_calls,
+        max_tokens=recipe.max_tokens or EvalRequest.max_tokens,
+        sandbox=sandbox or ws.config.sandbox,
+        workers=workers or ws.config.workers,
+        command="reward",
+    )
+    opened = store is None
+    db = ws.open_store() if opened else store
+    try:
+        return judge_edit(
+            parent,
+            Direction.model_validate(recipe.direction),
+            completion,
+            batch=recipe.batch,
+            control=recipe.control,
+            evaluation=evaluation,
+            store=db,
+            alpha=recipe.alpha if recipe.alpha is not None else 0.1,
+            min_net=recipe.min_net if recipe.min_net is not None else 1,
+            manifest_update=recipe.manifest_update,
+            progress=progress,
+        )
+    finally:
+        if opened:
+            db.close()
+
+
+def _recipe_of(record: Any) -> RewardRecipe:
+    if isinstance(record, RewardRecipe):
+        return record
+    if isinstance(record, str | bytes):
+        import json
+
+        record = json.loads(record)
+    data = record.get("reward") if isinstance(record, dict) else getattr(record, "reward", None)
+    if data is None:
+        raise HarnessctlError("not a GRPO record: it has no 'reward' recipe")
+    return data if isinstance(data, RewardRecipe) else RewardRecipe.model_validate(data)
+
+
+def find_harness(ws: Any, content_hash: str, name: str | None = None) -> HarnessSpec:
+    """The harness under the workspace's ``harnesses/`` whose content hash is ``content_hash``."""
+    from ..errors import ConfigError
+    from ..harness import load_harness
+
+    named = ws.harness_dir(name) if name else None
+    for path in ([named] if named else []) + ws.harness_dirs():
+        try:
+            spec = load_harness(path)
+        except ConfigError:
+            continue
+        if spec.hash == content_hash:
+            return spec
+    raise HarnessctlError(f"no harness with hash {content_hash[:12]} under {ws.harnesses_dir}")

@@ -1,6 +1,10 @@
 """LLM voters: any litellm model strings that rank the pool from the behavior cards and the
 failure digest. A voter that fails, times out or answers something unusable is reported
-and ignored; it never breaks routing."""
+and ignored; it never breaks routing.
+
+Every vote carries its model call (:class:`harnessctl.store.calls.HostCall`: tokens, cost,
+status); a caller holding a store logs them with :func:`record_vote_calls`, so voter calls
+land in the one call log with purpose ``voter``."""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..store.calls import VOTER, HostCall
 
 SYSTEM = (
     "You route a failed LLM-agent task to the harness variant most likely to rescue it. "
@@ -37,6 +43,8 @@ class Vote:
     ranking: list[str]
     error: str | None = None
     latency_s: float = 0.0
+    call: HostCall | None = None
+    """The voter's model call, answered or failed (None: no call was made)."""
 
     @property
     def ok(self) -> bool:
@@ -74,18 +82,23 @@ def parse_ranking(content: str, names: list[str]) -> list[str]:
 def _ask(voter: Voter, messages: list[dict[str, str]], names: list[str]) -> Vote:
     from ..gateway.llm import complete
 
-    started = time.monotonic()
+    started, at = time.monotonic(), time.time()
+    call = None
     try:
-        reply = complete(
-            voter.model, messages, dict(voter.params), timeout_s=voter.timeout_s, retries=0
-        )
+        try:
+            reply = complete(
+                voter.model, messages, dict(voter.params), timeout_s=voter.timeout_s, retries=0
+            )
+        except Exception as exc:
+            call = HostCall.of(voter.model, voter.params, at, error=exc)
+            raise
+        call = HostCall.of(voter.model, voter.params, at, completion=reply)
         ranking = parse_ranking(reply.content, names)
     except Exception as exc:  # classify: any voter failure is recorded and the voter ignored
         text = str(exc).splitlines()[0] if str(exc) else ""
-        return Vote(
-            voter.model, [], f"{type(exc).__name__}: {text[:200]}", time.monotonic() - started
-        )
-    return Vote(voter.model, ranking, None, time.monotonic() - started)
+        error = f"{type(exc).__name__}: {text[:200]}"
+        return Vote(voter.model, [], error, time.monotonic() - started, call)
+    return Vote(voter.model, ranking, None, time.monotonic() - started, call)
 
 
 def collect_votes(
@@ -98,3 +111,8 @@ def collect_votes(
     names = sorted(cards)
     with ThreadPoolExecutor(max_workers=min(8, len(voters))) as pool:
         return list(pool.map(lambda v: _ask(v, messages, names), voters))
+
+
+def record_vote_calls(store: Any, votes: list[Vote], *, run_id: str | None = None) -> None:
+    """Log the voters' model calls in ``store``'s call log (purpose ``voter``)."""
+    store.record_calls([v.call for v in votes if v.call is not None], purpose=VOTER, run_id=run_id)

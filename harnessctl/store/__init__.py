@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .calls import CallTotals, HostCall
     from .models import (
         AttemptRow,
         EditRow,
@@ -23,8 +24,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AttemptRow",
+    "CallTotals",
     "EditRow",
     "HarnessRow",
+    "HostCall",
     "ModelCallRow",
     "ProfileRow",
     "RolloutRow",
@@ -35,6 +38,8 @@ __all__ = [
 _WHERE = {
     "Store": ".store",
     "AttemptRow": ".models",
+    "CallTotals": ".calls",
+    "HostCall": ".calls",
     "EditRow": ".models",
     "HarnessRow": ".models",
     "ModelCallRow": ".models",

@@ -95,12 +95,23 @@ class RolloutRow(SQLModel, table=True):
 
 
 class ModelCallRow(SQLModel, table=True):
-    """One model call made through the gateway during a rollout."""
+    """One model call, whatever made it: the call log (migration 0004).
+
+    ``purpose`` says who called (``harnessctl.store.calls.CALL_PURPOSES``): ``policy`` calls
+    belong to a stored rollout (``rollout_id``) or to an infra-failed attempt
+    (``attempt_id``), ``editor`` calls to an edit (``edit_id``, no foreign key: the call is
+    logged before the edit is recorded), ``voter`` calls to whatever routing asked (a run,
+    when there is one). ``params_json`` holds the call's parameters with secrets redacted.
+    """
 
     __tablename__ = "model_call"
 
-    id: str = Field(default="", primary_key=True)  # f"{rollout_id}:{idx}", set by the store
-    rollout_id: str = Field(default="", foreign_key="rollout.id", index=True)
+    id: str = Field(default="", primary_key=True)  # f"{owner id}:{idx}" or a fresh id
+    purpose: str = Field(default="policy", index=True)
+    rollout_id: str | None = Field(default=None, foreign_key="rollout.id", index=True)
+    attempt_id: str | None = Field(default=None, foreign_key="attempt.id", index=True)
+    edit_id: str | None = Field(default=None, index=True)
+    run_id: str | None = Field(default=None, index=True)
     idx: int
     model: str = ""
     status: str = ""
@@ -111,6 +122,7 @@ class ModelCallRow(SQLModel, table=True):
     attempts: int = 1
     error: str | None = Field(default=None, sa_type=Text)
     reply: str | None = Field(default=None, sa_type=Text)
+    params_json: str | None = Field(default=None, sa_type=Text)
     created_at: float = Field(default_factory=time.time)
 
 

@@ -15,13 +15,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, func, text
+from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from harnessctl.constants import ENV_STORE_URL, STATE_DIR
 from harnessctl.errors import HarnessctlError
+from harnessctl.gateway.protocol import redact
 
+from .calls import POLICY, CallTotals, HostCall
 from .engine import create_store_engine, writer
 from .migrate import migrate
 from .models import (
@@ -33,6 +36,7 @@ from .models import (
     ProfileRow,
     RolloutRow,
     RunRow,
+    new_id,
     trajectory_relpath,
 )
 from .trajectories import read_trajectory, write_trajectory
@@ -174,8 +178,9 @@ class Store:
         path = self.trajectory_dir / rollout.trajectory_path
         write_trajectory(path, trajectory)  # before the row: a row never lacks its file
         for call in calls:
-            call.rollout_id = rollout.id
+            call.purpose, call.rollout_id, call.attempt_id = POLICY, rollout.id, None
             call.id = f"{rollout.id}:{call.idx}"
+            call.run_id = call.run_id or rollout.run_id
         try:
             winner = self._insert_unless_recorded(rollout, calls)
         except BaseException:
@@ -208,11 +213,55 @@ class Store:
                 raise
             return winner
 
-    def record_attempt(self, row: AttemptRow) -> None:
-        """Record an infra-failed attempt that was retried."""
+    def record_attempt(self, row: AttemptRow, calls: Iterable[ModelCallRow] = ()) -> None:
+        """Record an infra-failed attempt that was retried, with the model calls it made
+        before it failed (policy calls of the attempt: their cost was spent too)."""
+        rows = list(calls)
+        for call in rows:
+            call.purpose, call.attempt_id, call.rollout_id = POLICY, row.id, None
+            call.id = f"{row.id}:{call.idx}"
+            call.run_id = call.run_id or row.run_id or None
         with self._session(write=True) as session:
             session.add(row)
+            session.flush()  # the calls' foreign key needs the attempt first
+            session.add_all(rows)
             session.commit()
+
+    def record_calls(
+        self,
+        calls: Iterable[HostCall],
+        *,
+        purpose: str,
+        edit_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[ModelCallRow]:
+        """Log model calls made on the host (an editor's, a voter's) under ``purpose``."""
+        rows = [
+            ModelCallRow(
+                id=new_id(),
+                purpose=purpose,
+                edit_id=edit_id,
+                run_id=run_id,
+                idx=idx,
+                model=call.model,
+                status=call.status,
+                prompt_tokens=call.prompt_tokens,
+                completion_tokens=call.completion_tokens,
+                cost_usd=call.cost_usd,
+                latency_s=call.latency_s,
+                attempts=call.attempts,
+                error=call.error,
+                reply=call.reply,
+                params_json=json.dumps(redact(call.params), sort_keys=True, default=str),
+                created_at=call.started_at,
+            )
+            for idx, call in enumerate(calls)
+        ]
+        if rows:
+            with self._session(write=True) as session:
+                session.add_all(rows)
+                session.commit()
+        return rows
 
     def attempts(
         self, *, cache_key: str | None = None, run_id: str | None = None
@@ -261,15 +310,52 @@ class Store:
             raise HarnessctlError(f"rollout {rollout.id} has no trajectory file")
         return read_trajectory(self.trajectory_dir / rollout.trajectory_path)
 
-    def calls(self, rollout_id: str) -> list[ModelCallRow]:
-        """The model calls of one rollout, in call order."""
-        query = (
-            select(ModelCallRow)
-            .where(ModelCallRow.rollout_id == rollout_id)
-            .order_by(col(ModelCallRow.idx))
+    def calls(
+        self,
+        rollout_id: str | None = None,
+        *,
+        attempt_id: str | None = None,
+        edit_id: str | None = None,
+        run_id: str | None = None,
+        purpose: str | None = None,
+    ) -> list[ModelCallRow]:
+        """Logged model calls matching every given filter: one rollout's in call order, else
+        oldest first."""
+        query = _call_filters(
+            select(ModelCallRow), rollout_id, attempt_id, edit_id, run_id, purpose
         )
+        order: list[Any] = [col(ModelCallRow.idx), col(ModelCallRow.id)]
+        if rollout_id is None and attempt_id is None:
+            order.insert(0, col(ModelCallRow.created_at))
         with self._session() as session:
-            return list(session.exec(query))
+            return list(session.exec(query.order_by(*order)))
+
+    def call_totals(
+        self,
+        *,
+        rollout_id: str | None = None,
+        attempt_id: str | None = None,
+        edit_id: str | None = None,
+        run_id: str | None = None,
+        purpose: str | None = None,
+    ) -> dict[str, CallTotals]:
+        """Calls, tokens and cost of the call log by purpose (policy, editor, voter), over
+        the calls matching every given filter; purposes without calls are left out."""
+        purpose_col = col(ModelCallRow.purpose)
+        query = sa_select(
+            purpose_col,
+            func.count(),
+            func.coalesce(func.sum(col(ModelCallRow.prompt_tokens)), 0),
+            func.coalesce(func.sum(col(ModelCallRow.completion_tokens)), 0),
+            func.coalesce(func.sum(col(ModelCallRow.cost_usd)), 0.0),
+        )
+        query = _call_filters(query, rollout_id, attempt_id, edit_id, run_id, purpose)
+        query = query.group_by(purpose_col).order_by(purpose_col)
+        with self._session() as session:
+            return {
+                str(p): CallTotals(int(n), int(pt), int(ct), float(cost))
+                for p, n, pt, ct, cost in session.connection().execute(query)
+            }
 
     def rollouts(
         self,
@@ -384,6 +470,15 @@ class Store:
         query = query.order_by(col(ProfileRow.created_at), col(ProfileRow.id))
         with self._session() as session:
             return list(session.exec(query))
+
+
+def _call_filters(query: Any, *values: str | None) -> Any:
+    """``query`` restricted to calls whose owner columns equal the given values."""
+    columns = ("rollout_id", "attempt_id", "edit_id", "run_id", "purpose")
+    for name, value in zip(columns, values, strict=True):
+        if value is not None:
+            query = query.where(getattr(ModelCallRow, name) == value)
+    return query
 
 
 def _queue_writers(session: Session, key: str) -> None:
