@@ -50,7 +50,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harnessctl.constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_TOKENS, DEFAULT_POLICY
+from harnessctl.constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_TOKENS
 from harnessctl.envs import runtime_binding
 from harnessctl.gateway import Budget, Gateway
 from harnessctl.gateway.llm import get_litellm
@@ -63,6 +63,7 @@ from harnessctl.sandbox.docker_files import read_only_tree
 from harnessctl.suite import load_suite
 
 ROOT = Path(__file__).resolve().parent.parent
+POLICY = "sim/dbbench"  # the offline test double of DBBench, eval's default on this suite
 IMAGE = os.environ.get("HARNESSCTL_DOCKER_IMAGE", "harnessctl-runtime:latest")
 PYTHON = "/usr/bin/python3"
 LIMITS = Limits()  # what `harnessctl eval` uses (--timeout 60)
@@ -104,7 +105,7 @@ def eval_once(workers: int, n: int, repeat: bool = False) -> tuple[float, dict, 
     env = {**os.environ, "HARNESSCTL_WORKSPACE": str(ws)}
     tasks = [x for t in task_ids(n) for x in ("--task", t)]
     cmd = [harnessctl(), "eval", "dbbench-base", "--sandbox", "docker", "--json"]
-    cmd += ["--rollouts", "1", "--workers", str(workers), "--policy", DEFAULT_POLICY, *tasks]
+    cmd += ["--rollouts", "1", "--workers", str(workers), "--policy", POLICY, *tasks]
 
     def timed() -> tuple[float, dict]:
         started = time.perf_counter()
@@ -156,7 +157,7 @@ class Episodes:
         by_id = {t.id: t for t in suite.tasks("dev").tasks}
         self.tasks = [by_id[t] for t in task_ids(n)]
         self.harness = load_harness(ROOT / "harnesses" / "dbbench-base")
-        self.policy = Policy(DEFAULT_POLICY)
+        self.policy = Policy(POLICY)
         self.budget = Budget(max_calls=DEFAULT_MAX_CALLS, max_tokens=DEFAULT_MAX_TOKENS)
         self.gateway = Gateway()
         self.root = Path(tempfile.mkdtemp(prefix="hxbench-"))

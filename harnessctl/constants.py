@@ -42,7 +42,6 @@ RT_ENV_LIMITS = "HXRT_LIMITS"  # JSON: rlimits the runtime applies to itself bef
 
 WORKSPACE_FILE = "harnessctl.yaml"
 STATE_DIR = ".harnessctl"
-DEFAULT_POLICY = "sim/dbbench"
 DEFAULT_ROLLOUTS = 3
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_CALLS = 40

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from .constants import INFRA_RETRIES
 from .envs import TaskProblem
 from .executors.base import EXECUTORS, Pending, Progress, check_executor, session_options
-from .harness import HarnessSpec, runtime_version
+from .harness import HarnessSpec, check_environment, rollout_version
 from .outcomes import Outcome
 from .policy import Policy
 from .rollout import RolloutRecord, RolloutSession
@@ -77,12 +77,14 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
 
     check_executor(request.executor)
     suite = request.suite
+    check_environment(request.harness, suite.config.env)
     taskset = suite.tasks(request.split)
     tasks = taskset.tasks
     if request.task_ids:
         wanted = set(request.task_ids)
         tasks = [t for t in tasks if t.id in wanted]
-    runtime = runtime_version()
+    # everything that can change an outcome besides harness, task, policy id and seed
+    runtime = rollout_version(suite.environment, request.policy.model)
     harness = request.harness
     if request.pairs is not None:
         by_id = {t.id: t for t in tasks}

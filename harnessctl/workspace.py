@@ -11,7 +11,6 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .constants import (
-    DEFAULT_POLICY,
     ENV_EXECUTOR,
     ENV_SANDBOX,
     ENV_STORE_URL,
@@ -40,8 +39,9 @@ class WorkspaceConfig(BaseModel):
     rollout), or an executor registered under ``harnessctl.executors``."""
     ray_address: str | None = None
     """Ray cluster for the ``ray`` executor (default: ``RAY_ADDRESS``, else a local one)."""
-    policy: str = DEFAULT_POLICY
-    """Default policy (any litellm model string; ``sim/dbbench`` is the offline test double)."""
+    policy: str | None = None
+    """Default policy (any litellm model string); None: ``sim/<env>``, the environment's
+    offline test double."""
     suite: str | None = None
     """Default suite directory, relative to the workspace."""
 
@@ -84,6 +84,21 @@ class Workspace:
     def harnesses(self) -> list[HarnessSpec]:
         """Every harness under ``harnesses/``, by name."""
         return [load_harness(path) for path in self.harness_dirs()]
+
+    def base_harness(self, name: str | None, among: list[str] | None = None) -> HarnessSpec:
+        """The base harness: ``name``, else the lineage root of the first of ``among``, else
+        the workspace's only harness without a parent (``ConfigError`` when there are several)."""
+        from .profiles.runner import lineage_root
+
+        if name:
+            return self.load_harness(name)
+        if among:
+            return lineage_root(self.load_harness(among[0]), self.harnesses_dir)
+        roots = [spec for spec in self.harnesses() if not spec.manifest.parent]
+        if len(roots) != 1:
+            found = ", ".join(s.name for s in roots) or "none"
+            raise ConfigError("--base", f"pass --base: the base harnesses here are {found}")
+        return roots[0]
 
     def store_url(self, override: str | None = None) -> str:
         url = override or os.environ.get(ENV_STORE_URL) or self.config.store_url
@@ -150,7 +165,7 @@ DEFAULT_CONFIG = """\
 sandbox: local
 workers: 2
 # executor: ray   # one Ray task per rollout (pip install 'harnessctl[ray]'); default local
-policy: sim/dbbench   # offline test double; any litellm model string works
+# policy: openai/gpt-4o-mini   # any litellm model string; default sim/<env>, a test double
 # store_url: postgresql+psycopg://user@host/db   # default: SQLite in .harnessctl/
 """
 

@@ -305,3 +305,12 @@ def test_an_offline_policys_code_is_in_the_cache_key(monkeypatch):
     assert sim.startswith(real + "+sim/dbbench:")
     monkeypatch.setattr(SimDBBench, "version", "edited")
     assert rollout_version(env, "sim/dbbench") == real + "+sim/dbbench:edited"
+
+
+def test_an_environment_without_a_simulated_policy_needs_an_explicit_policy(counter):
+    from harnessctl.errors import ConfigError
+    from harnessctl.policies import default_policy
+
+    assert default_policy("dbbench") == "sim/dbbench"
+    with pytest.raises(ConfigError, match="has no offline simulated policy .sim/counter."):
+        default_policy("counter")

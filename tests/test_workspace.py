@@ -13,7 +13,12 @@ def test_init_makes_a_committed_git_workspace(tmp_path, monkeypatch):
     assert (ws.root / "harnesses" / "dbbench-base" / "harness.yaml").is_file()
     assert (ws.root / "examples" / "dbbench" / "suite.yaml").is_file()
     assert ".harnessctl/" in (ws.root / ".gitignore").read_text()
-    assert ws.config.suite == "examples/dbbench" and ws.config.policy == "sim/dbbench"
+    assert ws.config.suite == "examples/dbbench" and ws.config.policy is None
+    # no policy set: each command falls back to the environment's own offline test double
+    from harnessctl.cli.options import policy_of
+
+    assert policy_of(ws, None, None, "dbbench").model == "sim/dbbench"
+    assert policy_of(ws, "openai/x", ["temperature=0.5"], "dbbench").params == {"temperature": 0.5}
     # the store lives in the ignored state directory
     ws.open_store().rollouts()
     assert (ws.root / ".harnessctl" / "store.db").is_file()

@@ -78,7 +78,7 @@ def eval_command(
         ws,
         spec,
         suite,
-        policy_of(ws, policy, param),
+        policy_of(ws, policy, param, spec.manifest.env),
         placement(ws, workers, sandbox, executor, ray_address),
         split=split,
         rollouts=rollouts,

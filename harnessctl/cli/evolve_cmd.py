@@ -88,7 +88,7 @@ def evolve_command(
 
     ws = load_workspace()
     spec = ws.load_harness(base)
-    pol = policy_of(ws, policy, param)
+    pol = policy_of(ws, policy, param, spec.manifest.env)
     where = placement(ws, workers, sandbox, executor, ray_address)
     limits = Limits(timeout_s=timeout)
     evaluation = eval_request(

@@ -13,7 +13,6 @@ from typing import Annotated
 import typer
 
 from ..constants import (
-    DEFAULT_POLICY,
     ENV_EXECUTOR,
     ENV_POLICY,
     ENV_RAY_ADDRESS,
@@ -24,8 +23,9 @@ from ..constants import (
 
 POLICY_HELP = (
     "Any litellm model string (openai/gpt-4o-mini, anthropic/..., hosted_vllm/...). "
-    "Default 'sim/dbbench': the built-in simulated DBBench agent, an offline TEST DOUBLE "
-    "that knows the answers and fails in seeded ways (see docs/sim-policy.md)."
+    "Default: the workspace's policy, else 'sim/<env>', the environment's simulated agent "
+    "(e.g. sim/dbbench), an offline TEST DOUBLE that knows the answers and fails in seeded "
+    "ways (docs/sim-policy.md). 'replay/<env>' is a TEST DOUBLE that answers with the gold."
 )
 
 SuiteOption = Annotated[
@@ -73,11 +73,13 @@ StoreOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def policy_of(ws, model: str | None, params: list[str] | None):
-    """The policy of --policy and --param, else the workspace's."""
+def policy_of(ws, model: str | None, params: list[str] | None, env: str):
+    """The policy of --policy and --param, else the workspace's, else the offline simulated
+    test double of the environment ``env`` (``sim/<env>``)."""
+    from ..policies import default_policy
     from ..policy import Policy, parse_params
 
-    return Policy(model or ws.config.policy or DEFAULT_POLICY, parse_params(params or []))
+    return Policy(model or ws.config.policy or default_policy(env), parse_params(params or []))
 
 
 def placement(

@@ -21,7 +21,10 @@ def export_pool_command(
     out: Annotated[Path, typer.Option(help="Output directory (also writes OUT.tar.gz).")] = Path(
         "pool"
     ),
-    base: Annotated[str, typer.Option(help="The base harness (role base).")] = "dbbench-base",
+    base: Annotated[
+        str | None,
+        typer.Option(help="The base harness (role base; default: the root of the lineage)."),
+    ] = None,
     suite: Annotated[str | None, typer.Option(help="Suite the profiles are on.")] = None,
     policy: PolicyOption = None,
     param: ParamOption = None,
@@ -37,9 +40,9 @@ def export_pool_command(
 
     ws = load_workspace()
     loaded = ws.load_suite(suite)
-    pol = policy_of(ws, policy, param)
+    pol = policy_of(ws, policy, param, loaded.config.env)
     db = ws.open_store(store)
-    base_spec = ws.load_harness(base)
+    base_spec = ws.base_harness(base, harnesses)
     if harnesses:
         specs = [ws.load_harness(h) for h in harnesses]
     else:
@@ -105,7 +108,7 @@ def rescue_sim_command(
 
     ws = load_workspace()
     loaded = ws.load_suite(suite)
-    pol = policy_of(ws, policy, param)
+    pol = policy_of(ws, policy, param, loaded.config.env)
     with Pool.load(pool_dir, sandbox=sandbox) as pool:
         report = simulate(
             pool, loaded.tasks(split).tasks, pol, group_size=group_size, k=k, seed=seed

@@ -88,13 +88,14 @@ def profile_command(
     ws = load_workspace()
     specs = [ws.load_harness(h) for h in harnesses]
     base_spec = ws.load_harness(base) if base else lineage_root(specs[0], ws.harnesses_dir)
-    pol = policy_of(ws, policy, param)
+    pol = policy_of(ws, policy, param, base_spec.manifest.env)
     where = placement(ws, workers, sandbox, executor, ray_address)
     runs = dict(split=split, rollouts=rollouts, seed=seed, command="profile")
     template = eval_request(ws, base_spec, suite, pol, where, **runs)
     db = ws.open_store(store)
     out_dir = out or ws.root / "profiles"
-    anchor = policy_of(ws, anchor_policy, anchor_param) if anchor_policy else None
+    env = base_spec.manifest.env
+    anchor = policy_of(ws, anchor_policy, anchor_param, env) if anchor_policy else None
     sample = dict(anchor_policy=anchor, per_category=per_category, sample_seed=sample_seed)
     drift = None
     with rollout_progress(err_console(), enabled=not as_json) as progress:

@@ -77,7 +77,7 @@ def test_command(
     specs = [ws.load_harness(h) for h in harnesses or []] or runner.baselined(ws, root)
     if not specs:
         raise typer.BadParameter(f"no harness has a baseline under {root}")
-    pol = policy_of(ws, policy, param)
+    pol = policy_of(ws, policy, param, specs[0].manifest.env)
     where = placement(ws, workers, sandbox, executor, ray_address)
     template = eval_request(
         ws, specs[0], suite, pol, where, split=split or "train", rollouts=rollouts, command="test"

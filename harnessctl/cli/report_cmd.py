@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..constants import DEFAULT_POLICY, ENV_POLICY
+from ..constants import ENV_POLICY
 from .options import JsonOption, StoreOption
 
 
@@ -49,7 +49,7 @@ def report_command(
         ws.open_store(store),
         ws.harnesses_dir,
         out,
-        policy_id=policy or ws.config.policy or DEFAULT_POLICY,
+        policy_id=policy or ws.config.policy,  # else the policy with most rollouts
         suite=suite_id,
         split=split,
         base=base,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..envs import Task, get_environment
 from ..errors import ConfigError, HarnessctlError, InfraError
-from ..harness import HarnessSpec, harness_files, load_harness, runtime_version
+from ..harness import HarnessSpec, harness_files, load_harness, rollout_version
 from ..policy import Policy
 from ..rollout import RolloutRecord, RolloutSession
 
@@ -66,7 +66,7 @@ _harnesses: dict[str, HarnessSpec] = {}
 
 def run_rollout(job: NodeJob, bundle: HarnessBundle) -> RolloutRecord:
     """Run ``job`` on this node; a version or content mismatch is a ``ConfigError``."""
-    here = runtime_version()
+    here = rollout_version(get_environment(job.env_kind), job.policy.model)
     if here != job.runtime:
         raise ConfigError(
             f"node {os.uname().nodename}",

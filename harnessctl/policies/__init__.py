@@ -22,6 +22,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from ..errors import ConfigError
 from ..registry import Registry
 
 PROVIDERS = ("sim", "replay")
@@ -75,6 +76,18 @@ OFFLINE_PROVIDERS: dict[str, str] = {
         "end to end through the whole rollout path"
     ),
 }
+
+
+def default_policy(env_kind: str) -> str:
+    """The offline default for an environment: its simulated test double ``sim/<kind>``."""
+    name = f"{SIM_PROVIDER}/{env_kind}"
+    if not OFFLINE_POLICIES.has(name):
+        raise ConfigError(
+            "--policy",
+            f"no policy given and environment {env_kind!r} has no offline simulated policy "
+            f"({name}): pass --policy MODEL (any litellm model string, or replay/{env_kind})",
+        )
+    return name
 
 
 def is_offline(model: str) -> bool:
@@ -148,6 +161,7 @@ __all__ = [
     "SIM_PROVIDER",
     "OfflineParamError",
     "OfflinePolicy",
+    "default_policy",
     "get_offline_policy",
     "is_offline",
     "offline_channel",

@@ -33,7 +33,7 @@ def write_report(
     harnesses_dir: Path,
     out: Path,
     *,
-    policy_id: str,
+    policy_id: str | None,
     suite: str | None = None,
     split: str | None = None,
     base: str | None = None,

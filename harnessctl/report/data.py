@@ -89,13 +89,14 @@ def available_selections(rows: list[Any]) -> list[tuple[Selection, int]]:
 
 
 def choose_selection(
-    rows: list[Any], policy_id: str, suite: str | None, split: str | None
+    rows: list[Any], policy_id: str | None, suite: str | None, split: str | None
 ) -> Selection:
-    """The selection for ``policy_id``; suite and split default to those with most rollouts."""
+    """The selection for ``policy_id``; policy, suite and split not given default to those
+    with most rollouts."""
     mine = [
         (sel, n)
         for sel, n in available_selections(rows)
-        if sel.policy_id == policy_id
+        if (policy_id is None or sel.policy_id == policy_id)
         and (suite is None or sel.suite == suite or sel.suite.split("@", 1)[0] == suite)
         and (split is None or sel.split == split)
     ]
@@ -162,12 +163,13 @@ def _directory_hashes(harnesses_dir: Path) -> dict[str, str]:
 def collect(
     store: Any,
     harnesses_dir: Path,
-    policy_id: str,
+    policy_id: str | None,
     suite: str | None = None,
     split: str | None = None,
     base: str | None = None,
 ) -> ReportData:
-    """Gather a report's data for ``policy_id`` (suite and split: those with most rollouts)."""
+    """Gather a report's data for ``policy_id`` (policy, suite and split not given: those
+    with most rollouts)."""
     everything = store.rollouts(policy_id=policy_id)
     sel = choose_selection(everything, policy_id, suite, split)
     rows = [r for r in everything if r.suite == sel.suite and r.split == sel.split]
