@@ -25,6 +25,25 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def clip(text: Any, limit: int, *, one_line: bool = False, suffix: str | None = None) -> str:
+    """``text`` (JSON for non-strings) cut to ``limit`` characters, then ``suffix`` (default:
+    a note of how many were cut); ``one_line`` writes newlines as ``\\n`` first. The one
+    clipping rule of every view of a trajectory (show, the report, editor digests)."""
+    if text is None:
+        s = ""
+    elif isinstance(text, str):
+        s = text
+    else:
+        import json
+
+        s = json.dumps(text, default=str)
+    if one_line:
+        s = s.replace("\n", "\\n")
+    if len(s) <= limit:
+        return s
+    return s[:limit] + (suffix if suffix is not None else f"... [{len(s) - limit} more chars]")
+
+
 # --- trajectories ----------------------------------------------------------------------------
 
 
@@ -138,6 +157,14 @@ class Trajectory(_Record):
     def turns(self) -> list[dict[str, Any]]:
         """The runtime's ``turn`` events, in order."""
         return [e for e in self.events if e.get("event") == "turn"]
+
+    def task_text(self) -> str:
+        """The first user message the model was sent (the task as the harness put it)."""
+        if not self.calls:
+            return ""
+        users = [m for m in self.calls[0].messages if m.get("role") == "user"]
+        content = users[0].get("content") if users else ""
+        return content if isinstance(content, str) else ""
 
     @classmethod
     def load(cls, data: dict[str, Any], where: str = "trajectory") -> Trajectory:
@@ -274,6 +301,7 @@ class Profile(_Record):
 
 
 __all__ = [
+    "clip",
     "PROFILE_VERSION",
     "TRAJECTORY_FORMAT",
     "EnvStep",
