@@ -257,6 +257,7 @@ def call_rows(calls: list, owner_id: str, run_id: str) -> list:
             error=c.error,
             reply=c.reply,
             params_json=json.dumps(redact(c.params), sort_keys=True, default=str),
+            tool_calls_json=json.dumps(c.tool_calls) if c.tool_calls else None,
             created_at=c.started_at,
         )
         for c in calls

@@ -17,9 +17,17 @@ HOSTILE = "closing [/] then [bold]x[/bold] and [red]y"
 
 def test_show_prints_a_reply_with_markup_literally(workspace):
     trajectory = {
+        "format_version": 1,
+        "rollout_id": "r1",
+        "task_id": "t1",
+        "seed": 0,
+        "harness": {"name": "dbbench-base", "hash": "h"},
+        "policy": {"model": "sim/dbbench", "params": {}},
+        "outcome": "wrong_answer",
         "calls": [
             {
                 "index": 0,
+                "model": "sim/dbbench",
                 "status": "ok",
                 "messages": [{"role": "system", "content": "task text [i]kept[/i]"}],
                 "reply": HOSTILE,
@@ -27,7 +35,7 @@ def test_show_prints_a_reply_with_markup_literally(workspace):
         ],
         "events": [{"event": "turn", "kind": "sql", "feedback": "harness said [/bold]"}],
         "result": {"status": "done", "answer": "[x]", "traceback": "Error [/] at line 1"},
-        "score": {"success": False, "detail": "[b]no[/b]"},
+        "score": {"success": False, "detail": {"why": "[b]no[/b]"}},
     }
     row = make_rollout(
         "k1",
@@ -49,7 +57,7 @@ def test_show_prints_a_reply_with_markup_literally(workspace):
     assert "harness said [/bold]" in out
     assert "Error [/] at line 1" in out
     assert "boom [/]" in out and "([select])" in out
-    assert "detail=[b]no[/b]" in out
+    assert "detail={'why': '[b]no[/b]'}" in out
 
 
 def test_an_error_message_keeps_its_brackets(workspace, monkeypatch):

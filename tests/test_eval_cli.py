@@ -78,6 +78,7 @@ def test_show_renders_a_trajectory(workspace):
     assert "model call 0" in shown.stdout
     raw = invoke("show", row.id, "--json")
     trajectory = json.loads(raw.stdout)
+    assert trajectory["format_version"] == 1 and trajectory["task_id"] == row.task_id
     assert trajectory["calls"][0]["messages"][0]["role"] == "system"
     missing = invoke("show", "ffffffff")
     assert missing.exit_code != 0
@@ -128,7 +129,7 @@ def test_the_sandbox_sees_no_secrets(workspace, monkeypatch):
     )
     eval_json("snoop", "--rollouts", 1, *task_flags(TASKS[:1]))
     trajectory = load_workspace(workspace).open_store().trajectory(rows(workspace)[0])
-    seen = trajectory["result"]["answer"]
+    seen = trajectory.result.answer
     assert "HXRT_TOKEN" in seen  # the harness did dump its environment
     assert "sk-should-never-leak" not in seen and "hx-should-never-leak" not in seen
     assert "OPENAI_API_KEY" not in seen

@@ -64,7 +64,7 @@ def test_a_real_endpoint_policy_goes_through_the_same_path(workspace):
     assert row.outcome in ("success", "wrong_answer")
     first = sent[0].body["messages"]
     assert first[0]["role"] == "system" and "Final Answer" in first[0]["content"]
-    assert "dummy" not in str(store.trajectory(row)["calls"][0]["params"])  # keys redacted
+    assert "dummy" not in str(store.trajectory(row).calls[0].params)  # keys redacted
 
 
 def test_a_killed_run_resumes_without_redoing_finished_rollouts(workspace):

@@ -426,3 +426,69 @@ def test_loop_through_the_real_gateway(tmp_path, gw, stub):
     calls = gw.close_rollout(token).calls
     assert [c.tool_calls[0]["id"] for c in calls] == ["call_1", "call_2"]
     assert calls[1].reply == "Found it."
+
+
+FC_HARNESS = """
+import json
+from harnessctl_runtime import Action, Harness, Observation, function_tool
+
+
+class FunctionCallingDBBench(Harness):
+    tool_specs = [
+        function_tool("execute_sql", "Run one SQL statement.",
+                      {"type": "object", "properties": {"query": {"type": "string"}},
+                       "required": ["query"]}),
+        function_tool("commit_final_answer", "Submit the answer.",
+                      {"type": "object", "properties": {"answers": {"type": "array"}},
+                       "required": ["answers"]}),
+    ]
+    answer_tool = "commit_final_answer"
+
+    def parse_action(self, reply, state):
+        action = super().parse_action(reply, state)
+        if action.kind == "answer" and action.arguments is not None:
+            action.argument = json.dumps(action.arguments.get("answers"))
+        return action
+
+    def mediate_tool(self, action, state):
+        if action.tool == "execute_sql":
+            return self.tools["sql"].run(action.argument, limit=self.observation_limit)
+        return Observation(text=f"unknown tool {action.tool}", ok=False)
+"""
+
+
+def test_a_function_calling_harness_solves_dbbench_with_replay_end_to_end(tmp_path, workspace):
+    """replay/dbbench answers with tool calls when the request offers the functions: through
+    the gateway, the runtime's typed actions, the sandboxed SQL tool, scoring and the store."""
+    from harnessctl.evaluate import EvalRequest, evaluate
+    from harnessctl.harness import load_harness
+    from harnessctl.policy import Policy
+    from harnessctl.suite import load_suite
+    from harnessctl.workspace import load_workspace
+
+    harness = tmp_path / "dbbench-fc-test"
+    harness.mkdir()
+    (harness / "harness.yaml").write_text(
+        "name: dbbench-fc-test\nenv: dbbench\nentry: harness.py:FunctionCallingDBBench\n"
+    )
+    (harness / "harness.py").write_text(FC_HARNESS)
+    store = load_workspace(workspace).open_store()
+    tasks = ["dev-000", "dev-004", "dev-045"]  # an INSERT, a query, an UPDATE
+    request = EvalRequest(
+        load_harness(harness),
+        load_suite(workspace / "examples" / "dbbench"),
+        "dev",
+        Policy("replay/dbbench"),
+        rollouts=1,
+        task_ids=tasks,
+    )
+    result = evaluate(request, store)
+    assert sorted(r.task_id for r in result.rows) == tasks
+    assert {r.outcome for r in result.rows} == {"success"}
+    for row in result.rows:
+        trajectory = store.trajectory(row)
+        assert trajectory.calls[0].tools and trajectory.calls[-1].tool_calls
+        names = [c.tool_calls[0]["function"]["name"] for c in trajectory.calls]
+        assert names[-1] == "commit_final_answer"
+        logged = store.calls(row.id)
+        assert json.loads(logged[-1].tool_calls_json)[0]["function"]["name"] == names[-1]

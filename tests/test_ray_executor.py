@@ -96,8 +96,8 @@ def test_eval_through_ray_matches_the_local_executor(
     # every rollout's trajectory and model calls came back from the node into the store
     for row in store.rollouts():
         trajectory = store.trajectory(row)
-        assert trajectory["task_id"] == row.task_id
-        assert len(trajectory["calls"]) == row.model_calls == len(store.calls(row.id))
+        assert trajectory.task_id == row.task_id
+        assert len(trajectory.calls) == row.model_calls == len(store.calls(row.id))
     assert store.attempts() == []
     # the cache is shared with the local executor: a re-run executes nothing
     again = evaluate(request(workspace, executor="ray"), store)

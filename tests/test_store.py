@@ -153,7 +153,7 @@ def test_trajectory_roundtrip_is_gzip_json(store: Store, tmp_path: Path) -> None
     row = store.record_rollout(make_rollout("k"), [], trajectory)
     path = tmp_path / ".harnessctl" / "trajectories" / row.id[:2] / f"{row.id}.json.gz"
     assert json.loads(gzip.decompress(path.read_bytes())) == trajectory
-    assert store.trajectory(store.rollout(row.id)) == trajectory
+    assert store.trajectory_data(store.rollout(row.id)) == trajectory
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp files left
 
 

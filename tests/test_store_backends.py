@@ -332,7 +332,7 @@ def test_trajectories_stay_in_the_workspace(store: Store, tmp_path: Path) -> Non
     assert trajectory_files(tmp_path) == [
         tmp_path / ".harnessctl" / "trajectories" / row.trajectory_path
     ]
-    assert store.trajectory(store.rollout(row.id)) == {"messages": ["héllo ✓"]}
+    assert store.trajectory_data(store.rollout(row.id)) == {"messages": ["héllo ✓"]}
 
 
 def test_same_cache_key_twice_keeps_one_row_and_one_file(store: Store, tmp_path: Path) -> None:
@@ -344,7 +344,7 @@ def test_same_cache_key_twice_keeps_one_row_and_one_file(store: Store, tmp_path:
     assert [r.id for r in store.rollouts()] == [first.id]
     assert len(store.calls(first.id)) == 1
     assert len(trajectory_files(tmp_path)) == 1
-    assert store.trajectory(second) == {"v": 1}
+    assert store.trajectory_data(second) == {"v": 1}
 
 
 def test_batch_lookup_spans_many_chunks(store: Store) -> None:
@@ -367,7 +367,7 @@ def test_reused_id_under_another_key_is_refused(store: Store) -> None:
     first = store.record_rollout(make_rollout("k1"), [], {"v": 1})
     with pytest.raises(HarnessctlError, match=f"{first.id} is already recorded under cache key k1"):
         store.record_rollout(make_rollout("k2", id=first.id), [], {"v": 2})
-    assert store.trajectory(first) == {"v": 1}
+    assert store.trajectory_data(first) == {"v": 1}
 
 
 def test_prefix_lookup_treats_wildcards_literally(store: Store) -> None:
@@ -502,7 +502,7 @@ def test_threads_racing_on_the_same_keys(store: Store, backend: str, tmp_path: P
     ids = {r.cache_key: r.id for r in recorded}
     assert all(got == ids for got in results)  # every thread was handed the winning row
     assert len(trajectory_files(tmp_path)) == 30  # losers' files were removed
-    assert all(store.trajectory(r) == {"k": r.cache_key} for r in recorded)
+    assert all(store.trajectory_data(r) == {"k": r.cache_key} for r in recorded)
     assert rows(backend, "SELECT count(*) FROM model_call") == [(30,)]
 
 

@@ -244,12 +244,8 @@ def test_replay_solves_every_dev_task(ws):
     rows = store(ws).rollouts(policy_id="replay/toy")
     assert {r.outcome for r in rows} == {"success"}
     trajectory = store(ws).trajectory(rows[0])
-    kinds = [s["kind"] if isinstance(s, dict) else s.kind for s in _steps(trajectory)]
+    kinds = [s.kind for s in trajectory.steps]
     assert kinds[0] == "reset" and set(kinds[1:]) == {"step"}
-
-
-def _steps(trajectory):
-    return trajectory["steps"] if isinstance(trajectory, dict) else trajectory.steps
 
 
 def test_evolve_grows_a_sibling_per_failure_mode(ws, evolved):

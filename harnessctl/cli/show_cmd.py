@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
@@ -23,7 +22,7 @@ def show_command(
     row = db.rollout(rollout_id)
     trajectory = db.trajectory(row)
     if as_json:
-        console().print_json(json.dumps(trajectory, default=str))
+        console().print_json(trajectory.model_dump_json())
         return
     render_trajectory(console(), row, trajectory)
 

@@ -7,43 +7,57 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
+from ..records import ModelCall, Trajectory, clip
+
 STYLE = {"success": "green", "wrong_answer": "red", "infra_error": "magenta"}
 
 
-def _clip(text: str | None, limit: int = 1500) -> Text:
-    text = text or ""
-    clipped = text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more chars]"
-    return Text(clipped)
+def _panel(body: object, title: str, border: str, limit: int = 1500, align="left") -> Panel:
+    text = Text(clip(body, limit))
+    return Panel(text, title=Text(title), title_align=align, border_style=border)
 
 
-def _panel(body: str | None, title: str, border: str, limit: int = 1500, align="left") -> Panel:
-    return Panel(_clip(body, limit), title=Text(title), title_align=align, border_style=border)
-
-
-def render_trajectory(console: Console, row, trajectory: dict) -> None:
+def render_trajectory(console: Console, row, trajectory: Trajectory) -> None:
     console.print(_header(row))
     if row.error:
         console.print(Text(row.error, style="red"))
-    calls = trajectory.get("calls") or []
-    turns = [e for e in trajectory.get("events") or [] if e.get("event") == "turn"]
-    for i, call in enumerate(calls):
+    if trajectory.steps and trajectory.steps[0].kind == "reset":
+        console.print(_panel(trajectory.steps[0].observation, "environment (reset)", "green"))
+    steps = iter(s for s in trajectory.steps if s.kind == "step")
+    turns = trajectory.turns()
+    for i, call in enumerate(trajectory.calls):
         if i == 0:
-            for m in (call.get("messages") or [])[:2]:
-                console.print(_panel(str(m.get("content")), str(m.get("role", "?")), "dim"))
-        reply = call.get("reply") or call.get("error") or ""
-        title = f"model call {call.get('index')} [{call.get('status')}]"
-        console.print(_panel(reply, title, "cyan"))
+            for m in call.messages[:2]:
+                console.print(_panel(m.get("content"), str(m.get("role", "?")), "dim"))
+        _call(console, call)
         turn = turns[i] if i < len(turns) else None
+        if turn is not None and turn.get("kind") in ("tool", "tool_error"):
+            step = next(steps, None)
+            if step is not None:
+                title = (
+                    f"environment step {step.index} [{step.status}{', done' if step.done else ''}]"
+                )
+                console.print(_panel(step.observation or step.error, title, "green"))
         if turn is not None and turn.get("feedback") is not None:
             title = f"harness -> model ({turn.get('kind')})"
-            console.print(_panel(str(turn["feedback"]), title, "blue"))
-    result = trajectory.get("result") or {}
-    console.print(Text(f"runtime status: {result.get('status')}  answer: {result.get('answer')!r}"))
-    if result.get("traceback"):
-        console.print(_panel(result["traceback"], "harness traceback", "red", 3000, "center"))
-    score = trajectory.get("score")
-    if score:
-        console.print(Text(f"score: success={score.get('success')} detail={score.get('detail')}"))
+            console.print(_panel(turn["feedback"], title, "blue"))
+    result = trajectory.result
+    status, answer = (result.status, result.answer) if result else (None, None)
+    console.print(Text(f"runtime status: {status}  answer: {answer!r}"))
+    if result is not None and result.traceback:
+        console.print(_panel(result.traceback, "harness traceback", "red", 3000, "center"))
+    if trajectory.score is not None:
+        score = trajectory.score
+        console.print(Text(f"score: success={score.success} detail={score.detail}"))
+
+
+def _call(console: Console, call: ModelCall) -> None:
+    reply = call.reply or call.error or ""
+    console.print(_panel(reply, f"model call {call.index} [{call.status}]", "cyan"))
+    for tool_call in call.tool_calls:
+        function = tool_call.get("function") or {}
+        body = f"{function.get('name')}({function.get('arguments')})"
+        console.print(_panel(body, f"tool call {tool_call.get('id')}", "cyan"))
 
 
 def _header(row) -> Text:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..records import Trajectory, clip
+
 
 @dataclass(frozen=True)
 class Digest:
@@ -32,13 +34,12 @@ class Digest:
 
 
 def _clip(text: object, limit: int) -> str:
-    s = str(text or "").replace("\n", "\\n")
-    return s if len(s) <= limit else s[:limit] + "..."
+    return clip(str(text or ""), limit, one_line=True, suffix="...")
 
 
-def digest(row, trajectory: dict, *, max_steps: int = 4, clip: int = 240) -> Digest:
+def digest(row, trajectory: Trajectory, *, max_steps: int = 4, clip: int = 240) -> Digest:
     """Summarise one failed rollout: the last steps, where it went wrong, the error."""
-    turns = [e for e in trajectory.get("events") or [] if e.get("event") == "turn"]
+    turns = trajectory.turns()
     interesting = [t for t in turns if t.get("kind") != "tool"] or turns
     chosen = (interesting[:1] + turns[-(max_steps - 1) :]) if turns else []
     seen, steps = set(), []
@@ -56,11 +57,7 @@ def digest(row, trajectory: dict, *, max_steps: int = 4, clip: int = 240) -> Dig
             }
         )
     steps.sort(key=lambda s: s["round"] or 0)
-    calls = trajectory.get("calls") or []
-    task_text = ""
-    if calls and calls[0].get("messages"):
-        users = [m for m in calls[0]["messages"] if m.get("role") == "user"]
-        task_text = _clip(users[0].get("content") if users else "", 400)
+    task_text = _clip(trajectory.task_text(), 400)
     return Digest(
         task_id=row.task_id,
         category=row.category,

@@ -90,9 +90,9 @@ class RayRunner(Recorder):
                 for ref in ready:
                     job = inflight.pop(ref)
                     attempt = attempts[job.cache_key]
-                    row, error = self._collect(ray, ref, job, attempt)
+                    row, error, ledger = self._collect(ray, ref, job, attempt)
                     if error is not None:
-                        self.record_attempt(job, Outcome.INFRA_ERROR.value, error)
+                        self.record_attempt(job, Outcome.INFRA_ERROR.value, error, ledger)
                         if attempt <= request.retries:
                             queue.insert(0, job)
                             continue
@@ -106,8 +106,9 @@ class RayRunner(Recorder):
                 with contextlib.suppress(Exception):  # the original error matters more
                     ray.cancel(ref, force=True)
 
-    def _collect(self, ray, ref, job: Pending, attempt: int) -> tuple[Any, str | None]:
-        """Store the task's rollout and return its row, or why it failed on infrastructure."""
+    def _collect(self, ray, ref, job: Pending, attempt: int) -> tuple[Any, str | None, Any]:
+        """Store the task's rollout and return its row, or why it failed on infrastructure
+        (with the failed rollout's ledger when it came back: its model calls were made)."""
         try:
             record = ray.get(ref)
         except ray.exceptions.RayTaskError as exc:
@@ -115,12 +116,12 @@ class RayRunner(Recorder):
             if isinstance(cause, HarnessctlError) and not isinstance(cause, InfraError):
                 raise cause from None  # a configuration problem: retrying cannot help
             failed = cause or exc
-            return None, f"ray task failed: {type(failed).__name__}: {_first_line(failed)}"
+            return None, f"ray task failed: {type(failed).__name__}: {_first_line(failed)}", None
         except ray.exceptions.RayError as exc:  # worker or node died, object lost
-            return None, f"ray: {type(exc).__name__}: {_first_line(exc)}"
+            return None, f"ray: {type(exc).__name__}: {_first_line(exc)}", None
         if record.outcome == Outcome.INFRA_ERROR:
-            return None, record.error or "infrastructure failure"
-        return self.record(job, record, attempt), None
+            return None, record.error or "infrastructure failure", record.ledger
+        return self.record(job, record, attempt), None, None
 
 
 def _first_line(exc: BaseException) -> str:

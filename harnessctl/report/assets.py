@@ -62,13 +62,19 @@ function show(id){
   const det=el('details'); det.appendChild(el('summary','','last call: '+
    r.messages.length+' messages, then '+r.turns.length+' turns'));
   for(const m of r.messages) det.appendChild(pre(m.role,m.content));
-  det.appendChild(pre('reply (last call)',r.last_reply)); d.appendChild(det);
+  det.appendChild(pre('reply (last call)',r.last_reply));
+  for(const c of r.tool_calls||[]) det.appendChild(pre('tool call (last call)',c));
+  d.appendChild(det);
   for(const t of r.turns){
    let s='round '+t.round+' ['+t.kind+']\\n'+t.reply;
    if(t.action_error) s+='\\n! '+t.action_error;
    if(t.observation) s+='\\n= '+t.observation;
    d.appendChild(pre('turn '+t.round,s));
    if(t.feedback) d.appendChild(pre('harness feedback',t.feedback));
+  }
+  if((r.env_steps||[]).length){
+   d.appendChild(pre('environment steps',(r.env_steps).map(st=>st.kind+' ['+st.status+
+    (st.done?', done':'')+'] '+st.action+'\n= '+st.observation).join('\n')));
   }
   d.appendChild(pre('result','status '+r.result.status+'  answer '+r.result.answer+
    (r.result.traceback?'\\n'+r.result.traceback:'')+'\\nscore '+r.score.success+' '+

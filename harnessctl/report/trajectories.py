@@ -1,24 +1,25 @@
-"""Compact trajectories for the report's in-page view: the last call's messages, every
-turn's reply, action error and feedback, the result and the score, each text clipped, so
-that a report with a few hundred embedded rollouts stays a few megabytes at most."""
+"""Compact trajectories for the report's in-page view: the last call's messages and tool
+calls, every turn's reply, action error and feedback, a host-served environment's steps, the
+result and the score, each text clipped, so that a report with a few hundred embedded
+rollouts stays a few megabytes at most."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..errors import HarnessctlError
+from ..records import Trajectory
+from ..records import clip as clip_text
 
 TEXT_LIMIT = 700  # characters per message, reply, observation or feedback
 
 
 def clip(text: Any, limit: int = TEXT_LIMIT) -> str:
     """``text`` as a string of at most ``limit`` characters plus a note of what was cut."""
-    s = "" if text is None else text if isinstance(text, str) else json.dumps(text, default=str)
-    return s if len(s) <= limit else f"{s[:limit]}... [{len(s) - limit} more chars]"
+    return clip_text(text, limit)
 
 
-def compact(row: Any, trajectory: dict[str, Any] | None) -> dict[str, Any]:
+def compact(row: Any, trajectory: Trajectory | None) -> dict[str, Any]:
     """The embedded form of one rollout (``trajectory`` None: the file could not be read)."""
     out: dict[str, Any] = {
         "id": row.id,
@@ -38,13 +39,13 @@ def compact(row: Any, trajectory: dict[str, Any] | None) -> dict[str, Any]:
     if trajectory is None:
         out["missing"] = True
         return out
-    calls = trajectory.get("calls") or []
-    last = calls[-1] if calls else {}
+    last = trajectory.calls[-1] if trajectory.calls else None
     out["messages"] = [
         {"role": str(m.get("role", "?")), "content": clip(m.get("content"))}
-        for m in last.get("messages") or []
+        for m in (last.messages if last else [])
     ]
-    out["last_reply"] = clip(last.get("reply") or last.get("error"))
+    out["last_reply"] = clip((last.reply or last.error) if last else None)
+    out["tool_calls"] = [clip(c.get("function"), 400) for c in (last.tool_calls if last else [])]
     out["turns"] = [
         {
             "round": e.get("round"),
@@ -54,17 +55,29 @@ def compact(row: Any, trajectory: dict[str, Any] | None) -> dict[str, Any]:
             "observation": clip(_text(e.get("observation")), 400) or None,
             "feedback": clip(e.get("feedback")) or None,
         }
-        for e in trajectory.get("events") or []
-        if e.get("event") == "turn"
+        for e in trajectory.turns()
     ]
-    result = trajectory.get("result") or {}
+    out["env_steps"] = [
+        {
+            "kind": st.kind,
+            "action": clip(st.argument or st.arguments, 300),
+            "observation": clip(st.observation, 400),
+            "status": st.status,
+            "done": st.done,
+        }
+        for st in trajectory.steps
+    ]
+    result = trajectory.result
     out["result"] = {
-        "status": result.get("status"),
-        "answer": clip(result.get("answer"), 300),
-        "traceback": clip(result.get("traceback"), 1500) or None,
+        "status": result.status if result else None,
+        "answer": clip(result.answer if result else None, 300),
+        "traceback": clip(result.traceback if result else None, 1500) or None,
     }
-    score = trajectory.get("score") or {}
-    out["score"] = {"success": score.get("success"), "detail": clip(score.get("detail"), 500)}
+    score = trajectory.score
+    out["score"] = {
+        "success": score.success if score else None,
+        "detail": clip(score.detail if score else None, 500),
+    }
     return out
 
 

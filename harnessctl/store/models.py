@@ -123,6 +123,7 @@ class ModelCallRow(SQLModel, table=True):
     error: str | None = Field(default=None, sa_type=Text)
     reply: str | None = Field(default=None, sa_type=Text)
     params_json: str | None = Field(default=None, sa_type=Text)
+    tool_calls_json: str | None = Field(default=None, sa_type=Text)  # migration 0005
     created_at: float = Field(default_factory=time.time)
 
 

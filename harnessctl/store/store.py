@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, func, text
 from sqlalchemy import select as sa_select
@@ -43,6 +43,10 @@ from .trajectories import read_trajectory, write_trajectory
 
 MIN_PREFIX = 4
 _IN_CHUNK = 500  # stays far below SQLite's bound-parameter limit
+
+
+if TYPE_CHECKING:
+    from ..records import Trajectory
 
 
 class Store:
@@ -304,11 +308,25 @@ class Store:
             )
         return rows[0]
 
-    def trajectory(self, rollout: RolloutRow) -> dict[str, Any]:
-        """The rollout's trajectory, read from its file."""
+    def trajectory_data(self, rollout: RolloutRow) -> dict[str, Any]:
+        """The rollout's trajectory file as stored (plain JSON, not validated)."""
         if not rollout.trajectory_path:
             raise HarnessctlError(f"rollout {rollout.id} has no trajectory file")
         return read_trajectory(self.trajectory_dir / rollout.trajectory_path)
+
+    def trajectory(self, rollout: RolloutRow) -> Trajectory:
+        """The rollout's trajectory, read from its file and validated (older formats are
+        upgraded; a corrupt or newer-format file raises HarnessctlError naming it)."""
+        from pydantic import ValidationError
+
+        from ..records import Trajectory
+
+        data = self.trajectory_data(rollout)
+        path = self.trajectory_dir / rollout.trajectory_path
+        try:
+            return Trajectory.load(data, where=f"trajectory file {path}")
+        except ValidationError as exc:
+            raise HarnessctlError(f"trajectory file {path}: not a trajectory ({exc})") from exc
 
     def calls(
         self,
