@@ -93,3 +93,24 @@ def test_build_child_enforces_scope_and_budget(tmp_path):
     assert "+Quote names." in diff and child.hash != parent.hash
     assert line in (BASE_HARNESS / "prompts" / "system.md").read_text()  # parent untouched
     shutil.rmtree(tmp_path / "c")
+
+
+def test_editors_resolve_through_the_registry():
+    from harnessctl.evolve.editors import EDITORS, LLMEditor, RuleEditor, make_editor
+
+    assert isinstance(make_editor("rules", family="dbbench"), RuleEditor)
+    assert isinstance(make_editor("ollama/llama3:8b", family="dbbench"), LLMEditor)
+    made = []
+
+    def mine(*, workspace, family, params):
+        made.append((family, params))
+        return "my-editor"
+
+    EDITORS.register("mine", mine)
+    try:
+        assert make_editor("mine", family="toy", params={"k": 1}) == "my-editor"
+        assert made == [("toy", {"k": 1})]
+    finally:
+        EDITORS.unregister("mine")
+    dotted = make_editor("harnessctl.evolve.editors:rule_editor", family="dbbench")
+    assert isinstance(dotted, RuleEditor)

@@ -4,13 +4,19 @@ Two editors share one interface and one downstream path (parse, apply, validate,
 
 - ``LLMEditor``: any litellm model string; on a validation failure it gets the error back
   and may retry (the engine bounds the retries).
-- ``RuleEditor`` (``--editor rules``, the offline default): a catalogue of real code
-  repairs for the DBBench base harness, chosen by matching their signals against the
-  failure digests. It is rule-based, not a model, and says so in every response.
+- ``RuleEditor`` (``--editor rules``, the offline default): the catalogue of real code
+  repairs that the harness's environment ships with its directions (``repairs/``), chosen by
+  matching their signals against the failure digests. It is rule-based, not a model, and
+  says so in every response.
+
+Editors are plugins of one registry (:data:`EDITORS`, entry point group
+``harnessctl.editors``): a name maps to a factory ``(workspace=, family=, params=) -> Editor``;
+any other ``--editor`` value is a litellm model string for ``LLMEditor``.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError
 from ..harness import format_validation_error, read_yaml
+from ..registry import Registry
 from ..store.calls import HostCall
 from .digest import Digest
 from .directions import Direction, builtin_dir
@@ -219,9 +226,25 @@ def _applies(repair: Repair, files: dict[str, str]) -> bool:
     return True
 
 
+def rule_editor(*, workspace: Path | None = None, family: str, params: dict | None = None):
+    """The ``rules`` editor over the catalogue of environment ``family`` (and the workspace's)."""
+    return RuleEditor(load_repairs(family, workspace))
+
+
+EDITORS: Registry[Editor] = Registry(
+    "harnessctl.editors",
+    "editor",
+    {"rules": "harnessctl.evolve.editors:rule_editor"},
+    option="--editor",
+)
+_DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")  # package.module:factory
+
+
 def make_editor(
     spec: str, *, workspace: Path | None = None, family: str, params: dict | None = None
 ) -> Editor:
-    if spec == "rules":
-        return RuleEditor(load_repairs(family, workspace))
+    """A registered editor (``rules``, a plugin's name or ``package.module:factory``), else an
+    ``LLMEditor`` for ``spec`` as a litellm model string."""
+    if spec in EDITORS.names() or _DOTTED.match(spec):
+        return EDITORS.get(spec)(workspace=workspace, family=family, params=params)
     return LLMEditor(spec, params)
