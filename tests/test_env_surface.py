@@ -314,3 +314,17 @@ def test_an_environment_without_a_simulated_policy_needs_an_explicit_policy(coun
     assert default_policy("dbbench") == "sim/dbbench"
     with pytest.raises(ConfigError, match="has no offline simulated policy .sim/counter."):
         default_policy("counter")
+
+
+def test_the_pool_api_builds_tasks_from_records_through_the_environment():
+    from harnessctl.errors import ConfigError
+    from harnessctl.pool.api import task_from_record
+
+    dev = Path(__file__).parent.parent / "examples" / "dbbench" / "dev.jsonl"
+    record = json.loads(dev.read_text().splitlines()[4])
+    task = task_from_record(record, env="dbbench")
+    loaded = load_suite(Path(__file__).parent.parent / "examples" / "dbbench").tasks("dev").by_id()
+    assert task.category == loaded["dev-004"].category
+    assert task.content_hash == loaded["dev-004"].content_hash
+    with pytest.raises(ConfigError, match="record"):
+        task_from_record({"description": "no table"}, env="dbbench")

@@ -56,6 +56,27 @@ class DBBenchEnvironment:
         """Load a DBBench JSONL file; broken records become problems (``records``)."""
         return load_jsonl(Path(path))
 
+    def task_from_record(self, record: dict[str, Any], task_id: str | None = None) -> Task:
+        """A task from one raw DBBench record (the Pool API's input); a broken record is a
+        ``ConfigError`` naming the field."""
+        from harnessctl.errors import ConfigError
+
+        from .records import content_hash
+
+        try:
+            check_record(record)
+        except RecordError as exc:
+            raise ConfigError("record", str(exc)) from None
+        digest = content_hash(record)
+        return Task(
+            id=task_id or f"task-{digest[:10]}",
+            env=KIND,
+            category=record["type"][0],
+            record=record,
+            content_hash=digest,
+            source="<record>",
+        )
+
     def prepare(self, task: Task, workdir: Path) -> None:
         """Write ``task.json`` and a fresh ``db.sqlite`` into ``workdir``; nothing gold."""
         workdir = Path(workdir)
