@@ -239,29 +239,9 @@ class Recorder:
 def call_rows(calls: list, owner_id: str, run_id: str) -> list:
     """``ModelCallRow``s of a ledger's calls (``CallRecord``), params redacted; the store
     sets the owner (rollout or attempt) when it writes them."""
-    from .gateway.protocol import redact
-    from .store import ModelCallRow
+    from .store.store import call_row
 
-    return [
-        ModelCallRow(
-            id=f"{owner_id}:{c.index}",
-            run_id=run_id,
-            idx=c.index,
-            model=c.model,
-            status=c.status,
-            prompt_tokens=c.prompt_tokens,
-            completion_tokens=c.completion_tokens,
-            cost_usd=c.cost_usd,
-            latency_s=c.latency_s,
-            attempts=c.attempts,
-            error=c.error,
-            reply=c.reply,
-            params_json=json.dumps(redact(c.params), sort_keys=True, default=str),
-            tool_calls_json=json.dumps(c.tool_calls) if c.tool_calls else None,
-            created_at=c.started_at,
-        )
-        for c in calls
-    ]
+    return [call_row(c, id=f"{owner_id}:{c.index}", idx=c.index, run_id=run_id) for c in calls]
 
 
 class _LocalRunner(Recorder):

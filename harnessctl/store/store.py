@@ -241,24 +241,7 @@ class Store:
     ) -> list[ModelCallRow]:
         """Log model calls made on the host (an editor's, a voter's) under ``purpose``."""
         rows = [
-            ModelCallRow(
-                id=new_id(),
-                purpose=purpose,
-                edit_id=edit_id,
-                run_id=run_id,
-                idx=idx,
-                model=call.model,
-                status=call.status,
-                prompt_tokens=call.prompt_tokens,
-                completion_tokens=call.completion_tokens,
-                cost_usd=call.cost_usd,
-                latency_s=call.latency_s,
-                attempts=call.attempts,
-                error=call.error,
-                reply=call.reply,
-                params_json=json.dumps(redact(call.params), sort_keys=True, default=str),
-                created_at=call.started_at,
-            )
+            call_row(call, id=new_id(), idx=idx, purpose=purpose, edit_id=edit_id, run_id=run_id)
             for idx, call in enumerate(calls)
         ]
         if rows:
@@ -510,3 +493,24 @@ def _queue_writers(session: Session, key: str) -> None:
         session.connection().execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
         )
+
+
+def call_row(call: Any, **fields: Any) -> ModelCallRow:
+    """A call-log row from a model call (the gateway's ``CallRecord`` or a ``HostCall``), its
+    parameters redacted; ``fields`` set the owner (id, idx, purpose, rollout, edit, run)."""
+    tool_calls = getattr(call, "tool_calls", None)
+    return ModelCallRow(
+        model=call.model,
+        status=call.status,
+        prompt_tokens=call.prompt_tokens,
+        completion_tokens=call.completion_tokens,
+        cost_usd=call.cost_usd,
+        latency_s=call.latency_s,
+        attempts=call.attempts,
+        error=call.error,
+        reply=call.reply,
+        params_json=json.dumps(redact(call.params), sort_keys=True, default=str),
+        tool_calls_json=json.dumps(tool_calls) if tool_calls else None,
+        created_at=call.started_at,
+        **fields,
+    )
