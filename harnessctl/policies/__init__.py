@@ -19,7 +19,7 @@ This module stays import-light: litellm is only touched inside :func:`register_p
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from ..errors import ConfigError
@@ -76,6 +76,34 @@ OFFLINE_PROVIDERS: dict[str, str] = {
         "end to end through the whole rollout path"
     ),
 }
+
+
+def unit_param(params: Mapping[str, Any], key: str, default: float) -> float:
+    """A parameter in [0, 1] (a skill or a rate); ``OfflineParamError`` otherwise."""
+    raw = params.get(key, default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise OfflineParamError(f"param {key}={raw!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise OfflineParamError(f"param {key}={value} must be between 0 and 1")
+    return value
+
+
+def sim_params(
+    params: Mapping[str, Any], modes: tuple[str, ...], default_skill: float
+) -> tuple[float, dict[str, float]]:
+    """The simulated policies' parameter convention: ``skill`` in [0, 1] and ``rate_<mode>``
+    overrides for the policy's failure ``modes``; an unknown ``rate_`` is refused."""
+    overrides: dict[str, float] = {}
+    for key in params:
+        if not key.startswith("rate_"):
+            continue
+        mode = key.removeprefix("rate_")
+        if mode not in modes:
+            raise OfflineParamError(f"unknown param {key}; failure modes are: {', '.join(modes)}")
+        overrides[mode] = unit_param(params, key, 0.0)
+    return unit_param(params, "skill", default_skill), overrides
 
 
 def default_policy(env_kind: str) -> str:
@@ -167,4 +195,6 @@ __all__ = [
     "offline_channel",
     "offline_version",
     "register_providers",
+    "sim_params",
+    "unit_param",
 ]

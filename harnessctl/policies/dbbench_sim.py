@@ -260,33 +260,11 @@ def next_reply(
     return _answer("I found what the question asks for.", values, bare=bare)
 
 
-def _unit_float(params: Mapping[str, Any], key: str, default: float) -> float:
-    from . import OfflineParamError
-
-    raw = params.get(key, default)
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise OfflineParamError(f"param {key}={raw!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise OfflineParamError(f"param {key}={value} must be between 0 and 1")
-    return value
-
-
 def read_params(params: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
     """(skill, per-mode rate overrides) from the call's parameters."""
-    from . import OfflineParamError
+    from . import sim_params
 
-    skill = _unit_float(params, "skill", DEFAULT_SKILL)
-    overrides: dict[str, float] = {}
-    for key in params:
-        if not key.startswith("rate_"):
-            continue
-        mode = key.removeprefix("rate_")
-        if mode not in MODES:
-            raise OfflineParamError(f"unknown param {key}; failure modes are: {', '.join(MODES)}")
-        overrides[mode] = _unit_float(params, key, 0.0)
-    return skill, overrides
+    return sim_params(params, MODES, DEFAULT_SKILL)
 
 
 class SimDBBench:

@@ -187,31 +187,11 @@ def next_reply(
     return f"Thought: next, {said}.\nAction: {said}"
 
 
-def _unit(params: Mapping[str, Any], key: str, default: float) -> float:
-    from harnessctl.policies import OfflineParamError
-
-    raw = params.get(key, default)
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise OfflineParamError(f"param {key}={raw!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise OfflineParamError(f"param {key}={value} must be between 0 and 1")
-    return value
-
-
 def read_params(params: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
     """(skill, per-mode rate overrides) from the call's parameters; unknown ones refused."""
-    from harnessctl.policies import OfflineParamError
+    from harnessctl.policies import sim_params
 
-    overrides: dict[str, float] = {}
-    for key in params:
-        if key.startswith("rate_") and key.removeprefix("rate_") in MODES:
-            overrides[key.removeprefix("rate_")] = _unit(params, key, 0.0)
-        elif key.startswith("rate_"):
-            modes = ", ".join(MODES)
-            raise OfflineParamError(f"unknown param {key}; failure modes are: {modes}")
-    return _unit(params, "skill", DEFAULT_SKILL), overrides
+    return sim_params(params, MODES, DEFAULT_SKILL)
 
 
 class SimToy:
