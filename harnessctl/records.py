@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import HarnessctlError
+from .errors import ConfigError, HarnessctlError
 
 TRAJECTORY_FORMAT = 1
 PROFILE_VERSION = 1
@@ -192,6 +192,8 @@ class Rate(_Record):
 
 
 class Spread(_Record):
+    """Mean, median, 90th percentile and maximum of one per-rollout number."""
+
     mean: float
     p50: float
     p90: float
@@ -199,6 +201,8 @@ class Spread(_Record):
 
 
 class RescuedTask(_Record):
+    """A task every base attempt failed that this harness solved at least once."""
+
     task: str
     category: str
     successes: int
@@ -207,6 +211,8 @@ class RescuedTask(_Record):
 
 
 class RescueCell(_Record):
+    """Base-failed (task, seed) pairs in one cell, and how many of them this harness won."""
+
     rescued: int
     of: int
 
@@ -218,17 +224,24 @@ class RescueEvidence(_Record):
     rescued: int
     by_category: dict[str, RescueCell] = Field(default_factory=dict)
     by_outcome: dict[str, RescueCell] = Field(default_factory=dict)
+    """Keyed by the *base's* failure outcome on the pair."""
 
 
 class Rescue(_Record):
+    """What the harness rescues against the base (empty, with no evidence, for the base)."""
+
     opportunities: int
+    """Tasks every base attempt failed."""
     count: int
     rate: float
     tasks: list[RescuedTask] = Field(default_factory=list)
     evidence: RescueEvidence | None = None
+    """None for the base harness itself."""
 
 
 class ProfileHarness(_Record):
+    """The profiled harness as its manifest names it."""
+
     name: str
     hash: str
     description: str = ""
@@ -237,6 +250,8 @@ class ProfileHarness(_Record):
 
 
 class ProfilePolicy(_Record):
+    """The policy the rollouts ran under: its id, model string and parameters (sorted)."""
+
     id: str
     model: str
     params: dict[str, Any] = Field(default_factory=dict)
@@ -256,14 +271,34 @@ class Card(_Record):
     regresses: list[str] = Field(default_factory=list)
     costs: list[str] = Field(default_factory=list)
 
+    def text(self, name: str) -> str:
+        """The card as plain text (what LLM voters and ``profile`` output show)."""
+        lines = [f"{name}: {self.summary}"]
+        for key in ("fixes", "rescues", "costs", "regresses"):
+            items: list[str] = getattr(self, key)
+            if items:
+                lines.append(f"  {key}: " + "; ".join(items))
+        return "\n".join(lines)
+
+
+class ReanchorInfo(_Record):
+    """How a ``reanchor`` profile was sampled (see docs/profiles.md)."""
+
+    anchor_policy: str
+    """The id of the policy the drift was measured against."""
+    sample: list[str]
+    """The re-run task ids, sorted."""
+
 
 class Profile(_Record):
     """One harness under one policy on one suite split (see docs/profiles.md)."""
 
     version: int = PROFILE_VERSION
-    kind: str = "full"
+    kind: Literal["full", "reanchor"] = "full"
+    """``full``: every task of the split; ``reanchor``: a re-anchoring sample."""
     harness: ProfileHarness
     base: HarnessRef
+    """The harness rescues and regressions are measured against (the lineage root)."""
     policy: ProfilePolicy
     suite: SuiteRef
     split: str
@@ -272,40 +307,83 @@ class Profile(_Record):
     success: Rate
     categories: dict[str, Rate] = Field(default_factory=dict)
     outcomes: dict[str, int] = Field(default_factory=dict)
+    """Rollouts per outcome; outcomes that never happened are left out."""
     steps: Spread
     tokens: Spread
     cost_usd: Spread
     latency_s: Spread
     rescue: Rescue
     regressed_tasks: list[str] = Field(default_factory=list)
+    """Tasks the base solved on every attempt that this harness failed at least once."""
     per_task: dict[str, list[int]] = Field(default_factory=dict)
+    """``[successes, rollouts]`` per task: what regression tests compare task by task."""
     card: Card | None = None
+    """Set once the base's profile is known (``profiles.card.behavior_card``)."""
+    reanchor: ReanchorInfo | None = None
+    """Only on ``reanchor`` profiles."""
 
     @property
     def is_base(self) -> bool:
         return self.harness.hash == self.base.hash
 
+    @property
+    def name(self) -> str:
+        return self.harness.name
+
     @classmethod
-    def load(cls, data: dict[str, Any], where: str = "profile") -> Profile:
+    def load(cls, data: Any, where: str = "profile") -> Profile:
+        """Validate a stored profile (a YAML file, a store row, a pool file); ``where`` names
+        it in the ConfigError a malformed or newer-version profile raises."""
+        if not isinstance(data, dict):
+            raise ConfigError(where, "not a harnessctl profile (expected a mapping)")
         version = data.get("version", PROFILE_VERSION)
         if not isinstance(version, int) or version > PROFILE_VERSION:
-            raise HarnessctlError(
-                f"{where}: profile version {version!r} is newer than this harnessctl "
-                f"understands ({PROFILE_VERSION}); upgrade harnessctl"
+            raise ConfigError(
+                f"{where}: version",
+                f"profile version {version!r} is newer than this harnessctl "
+                f"understands ({PROFILE_VERSION}); upgrade harnessctl",
             )
-        return cls.model_validate(data)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            from .harness import format_validation_error
+
+            raise format_validation_error(where, exc) from None
 
     def dump(self) -> dict[str, Any]:
-        """The plain-data form written to YAML and the store (``None`` card left out)."""
-        return self.model_dump(mode="json", exclude_none=False)
+        """The plain-data form written to YAML, the store and pools: nested ``None`` values
+        stay (``parent: null``), a missing ``card`` or ``reanchor`` is left out."""
+        data = self.model_dump(mode="json")
+        for key in ("card", "reanchor"):
+            if data[key] is None:
+                del data[key]
+        return data
+
+
+class RescueMatrix(_Record):
+    """The pool's rescue sets side by side: complementarity shows as a union larger than
+    any single set."""
+
+    harnesses: list[str]
+    """Non-base harnesses, sorted."""
+    overlap: dict[str, dict[str, int]]
+    """Rescued tasks two harnesses share (the diagonal: a harness's own count)."""
+    unique: dict[str, list[str]]
+    """Tasks only this harness rescues."""
+    union: list[str]
+    union_size: int
+    largest_single: int
 
 
 __all__ = [
-    "clip",
     "PROFILE_VERSION",
     "TRAJECTORY_FORMAT",
+    "Card",
     "EnvStep",
     "ModelCall",
     "Profile",
+    "ReanchorInfo",
+    "RescueEvidence",
+    "RescueMatrix",
     "Trajectory",
 ]

@@ -19,6 +19,7 @@ from harnessctl.suite import load_suite
 from harnessctl.vcs import ensure_repo
 from harnessctl.workspace import load_workspace
 from tests.openai_stub import Fail, OpenAIStub, Reply
+from tests.profile_helpers import routable_profile
 
 SECRET = "sk-test-not-a-real-key"
 ANCHOR = "        return messages + self.history(state)\n"
@@ -99,21 +100,11 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def _profile(name: str) -> dict:
-    evidence = {"rescued": 3, "base_failures": 10, "by_category": {}, "by_outcome": {}}
-    card = {"summary": f"card of {name}", "fixes": [], "rescues": [], "costs": [], "regresses": []}
-    return {
-        "harness": {"name": name, "hash": name * 8},
-        "rescue": {"evidence": evidence},
-        "card": card,
-    }
-
-
 def test_voter_calls_are_logged_answered_or_failed(tmp_path):
     from harnessctl.store import Store
 
     store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "trajectories")
-    pool = {name: _profile(name) for name in ("a", "b")}
+    pool = {name: routable_profile(name, (3, 10)) for name in ("a", "b")}
     params = {"api_key": SECRET}
     with OpenAIStub() as stub:
         stub.push(

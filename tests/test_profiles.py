@@ -125,7 +125,7 @@ def test_routing_beats_random_topk_on_held_out_failures(ws, profiled) -> None:
     store = load_workspace(ws).open_store()
     specs = [load_harness(ws / "harnesses" / n) for n in siblings(ws)]
     profiles = load_profiles(store, specs, policy_id="sim/dbbench", suite="dbbench-dev")
-    assert {p["split"] for p in profiles.values()} == {"train"}  # evidence is not from `test`
+    assert {p.split for p in profiles.values()} == {"train"}  # evidence is not from `test`
     n = len(specs)
     for k in (1, 2):
         routed, rand = [0.0] * SEEDS, [0.0] * SEEDS

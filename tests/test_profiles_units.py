@@ -10,13 +10,23 @@ import yaml
 
 from harnessctl.profiles.build import build_profile, rescue_matrix
 from harnessctl.profiles.card import behavior_card
-from harnessctl.profiles.files import write_profile
+from harnessctl.profiles.files import read_profile, write_profile
 from harnessctl.profiles.reanchor import newcombe, stratified_sample
+from harnessctl.records import (
+    Card,
+    HarnessRef,
+    Profile,
+    ProfileHarness,
+    ProfilePolicy,
+    RescueCell,
+    RescuedTask,
+    SuiteRef,
+)
 from harnessctl.store import ProfileRow, Store
 
-BASE = {"name": "base", "hash": "b" * 64}
-POLICY = {"id": "sim/dbbench", "model": "sim/dbbench", "params": {}}
-SUITE = {"name": "dbbench-dev", "id": "dbbench-dev@x"}
+BASE = HarnessRef(name="base", hash="b" * 64)
+POLICY = ProfilePolicy(id="sim/dbbench", model="sim/dbbench")
+SUITE = SuiteRef(name="dbbench-dev", id="dbbench-dev@x")
 
 
 def row(task, seed, outcome, category="INSERT", tokens=100):
@@ -45,17 +55,16 @@ BASE_ROWS = [
 ]
 
 
-def profile(name, rows):
-    p = build_profile(
+def profile(name, rows) -> Profile:
+    return build_profile(
         rows,
         BASE_ROWS,
-        harness={"name": name, "hash": name[0] * 64},
+        harness=ProfileHarness(name=name, hash=name[0] * 64),
         base=BASE,
         policy=POLICY,
         suite=SUITE,
         split="train",
     )
-    return p
 
 
 def test_rescue_set_evidence_and_card() -> None:
@@ -70,47 +79,50 @@ def test_rescue_set_evidence_and_card() -> None:
             row("t3", 1, "wrong_answer", tokens=300),
         ],
     )
-    assert fmt["rescue"]["opportunities"] == 2
-    assert fmt["rescue"]["tasks"] == [
-        {"task": "t1", "category": "INSERT", "successes": 1, "rollouts": 2, "rate": 0.5}
+    assert fmt.rescue.opportunities == 2
+    assert fmt.rescue.tasks == [
+        RescuedTask(task="t1", category="INSERT", successes=1, rollouts=2, rate=0.5)
     ]
-    ev = fmt["rescue"]["evidence"]
-    assert ev["by_outcome"] == {
-        "invalid_format": {"rescued": 1, "of": 2},
-        "tool_error": {"rescued": 0, "of": 2},
+    ev = fmt.rescue.evidence
+    assert ev is not None and ev.by_outcome == {
+        "invalid_format": RescueCell(rescued=1, of=2),
+        "tool_error": RescueCell(rescued=0, of=2),
     }
-    assert fmt["regressed_tasks"] == ["t3"]
-    base = profile("base", BASE_ROWS)
-    base["harness"] = BASE
+    assert fmt.regressed_tasks == ["t3"]
+    base = profile("base", BASE_ROWS)  # its hash is BASE's
+    assert base.is_base and base.rescue.evidence is None
     card = behavior_card(fmt, base)
-    assert card["fixes"] == ["invalid_format 2 -> 1"]
-    assert "rescues 1 of 2 all-fail tasks (INSERT 1)" in card["rescues"]
-    assert len(card["regresses"]) == 1  # INSERT stays at 50%: only the task regression
-    assert any("t3" in r for r in card["regresses"])
-    assert "+" in card["costs"][0]  # more tokens than the base
+    assert card.fixes == ["invalid_format 2 -> 1"]
+    assert "rescues 1 of 2 all-fail tasks (INSERT 1)" in card.rescues
+    assert len(card.regresses) == 1  # INSERT stays at 50%: only the task regression
+    assert any("t3" in r for r in card.regresses)
+    assert "+" in card.costs[0]  # more tokens than the base
+    assert behavior_card(base, base).summary == "base harness: 33.3% success"
 
 
 def test_matrix_shows_overlap_unique_and_union() -> None:
     a = profile("aaa", [row("t1", 0, "success"), row("t2", 0, "success", "counting")])
     c = profile("ccc", [row("t2", 1, "success", "counting")])
     m = rescue_matrix([a, c])
-    assert m["overlap"]["aaa"]["ccc"] == 1
-    assert m["unique"] == {"aaa": ["t1"], "ccc": []}
-    assert m["union_size"] == 2 and m["largest_single"] == 2
+    assert m.overlap["aaa"]["ccc"] == 1
+    assert m.unique == {"aaa": ["t1"], "ccc": []}
+    assert m.union_size == 2 and m.largest_single == 2
 
 
 def test_yaml_is_stable_sorted_and_rounded(tmp_path: Path) -> None:
     p = profile("fmt", [row("t1", 0, "success"), row("t1", 1, "wrong_answer")])
-    p["card"] = {"summary": "x", "fixes": [], "rescues": [], "costs": [], "regresses": []}
+    p.card = Card(summary="x")
     path = write_profile(tmp_path, p)
     assert path == tmp_path / "fmt" / "sim-dbbench" / "dbbench-dev.train.yaml"
     first = path.read_bytes()
-    write_profile(tmp_path, dict(reversed(list(p.items()))))
+    write_profile(tmp_path, Profile.load(dict(reversed(list(p.dump().items())))))
     assert path.read_bytes() == first
     text = first.decode()
     keys = [line.split(":")[0] for line in text.splitlines() if line and line[0].isalpha()]
     assert keys == sorted(keys)
-    assert yaml.safe_load(text)["success"]["ci95"] == [round(x, 4) for x in p["success"]["ci95"]]
+    assert "reanchor" not in keys  # a full profile has no re-anchoring sample
+    assert yaml.safe_load(text)["success"]["ci95"] == [round(x, 4) for x in p.success.ci95]
+    assert read_profile(path) == p
 
 
 def test_profile_history_is_kept_per_key(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harnessctl.errors import HarnessctlError
+from harnessctl.errors import ConfigError, HarnessctlError
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
 from harnessctl.records import TRAJECTORY_FORMAT, Profile, Trajectory
@@ -72,3 +72,29 @@ def test_a_profile_with_an_unknown_field_is_refused(tmp_path: Path):
     data = yaml.safe_load(path.read_text())
     with pytest.raises(Exception, match="sucess"):
         Profile.load({**data, "sucess": 1})
+
+
+def test_a_newer_or_malformed_profile_is_refused_naming_where_and_the_field():
+    path = ROOT / "profiles" / "dbbench-base" / "sim-dbbench" / "dbbench-dev.train.yaml"
+    data = yaml.safe_load(path.read_text())
+    with pytest.raises(ConfigError, match="profile version 2 is newer") as err:
+        Profile.load({**data, "version": 2}, where="x.yaml")
+    assert err.value.where == "x.yaml: version"
+    bad = {**data, "success": {**data["success"], "rate": "high"}}
+    with pytest.raises(ConfigError) as err:
+        Profile.load(bad, where="x.yaml")
+    assert err.value.where == "x.yaml: success.rate"
+    with pytest.raises(ConfigError, match="not a harnessctl profile"):
+        Profile.load(["a", "list"], where="x.yaml")
+
+
+def test_a_reanchor_profile_keeps_its_sample_and_a_full_one_has_none():
+    path = ROOT / "profiles" / "dbbench-base" / "sim-dbbench" / "dbbench-dev.train.yaml"
+    data = yaml.safe_load(path.read_text())
+    sample = {"anchor_policy": "sim/dbbench", "sample": ["t1", "t2"]}
+    reanchored = Profile.load({**data, "kind": "reanchor", "reanchor": sample})
+    assert reanchored.reanchor is not None and reanchored.reanchor.sample == ["t1", "t2"]
+    assert reanchored.dump() == {**data, "kind": "reanchor", "reanchor": sample}
+    assert "reanchor" not in Profile.load(data).dump()
+    with pytest.raises(ConfigError, match="kind"):
+        Profile.load({**data, "kind": "partial"})

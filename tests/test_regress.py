@@ -83,3 +83,11 @@ def test_usage_errors_exit_2(checkout):
     shutil.rmtree(checkout / "profiles" / "dbbench-base")
     proc = run(checkout, "dbbench-base")
     assert proc.returncode == 2 and "--update-baseline" in proc.stderr
+
+
+def test_a_malformed_baseline_exits_2_naming_the_file_and_field(checkout):
+    path = checkout / "profiles" / "dbbench-base" / "sim-dbbench" / "dbbench-dev.train.yaml"
+    path.write_text(path.read_text().replace("rollouts: 80", "rollouts: eighty"))
+    proc = run(checkout, "dbbench-base")
+    assert proc.returncode == 2
+    assert f"{path}: success.rollouts" in proc.stderr.replace("\n", "")

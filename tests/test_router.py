@@ -8,34 +8,16 @@ import socket
 
 import pytest
 from openai_stub import Hang, OpenAIStub, Reply
+from profile_helpers import routable_profile
 
 from harnessctl.gateway import llm
 from harnessctl.profiles.router import profile_scores, route
 from harnessctl.profiles.voting import Voter, parse_ranking
+from harnessctl.records import Profile
 
 
-def prof(name: str, overall: tuple[int, int], cat: dict, out: dict) -> dict:
-    def cells(d):
-        return {k: {"rescued": r, "of": n} for k, (r, n) in d.items()}
-
-    return {
-        "harness": {"name": name, "hash": name * 8},
-        "rescue": {
-            "evidence": {
-                "rescued": overall[0],
-                "base_failures": overall[1],
-                "by_category": cells(cat),
-                "by_outcome": cells(out),
-            }
-        },
-        "card": {
-            "summary": f"card of {name}",
-            "fixes": [],
-            "rescues": [],
-            "costs": [],
-            "regresses": [],
-        },
-    }
+def prof(name: str, overall: tuple[int, int], cat: dict, out: dict) -> Profile:
+    return routable_profile(name, overall, cat, out)
 
 
 POOL = {

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from .render import console, escape, pct
+
+if TYPE_CHECKING:
+    from ..records import RescueMatrix
 
 
 def render_profiles(pool, drift, policy_id: str, *, as_json: bool) -> None:
@@ -25,9 +29,9 @@ def profiles_payload(pool, drift, policy_id: str) -> dict:
     payload = {
         "base": pool.base,
         "policy": policy_id,
-        "profiles": pool.profiles,
+        "profiles": {name: p.dump() for name, p in pool.profiles.items()},
         "profile_ids": pool.profile_ids,
-        "matrix": pool.matrix,
+        "matrix": pool.matrix.model_dump(mode="json"),
         "paths": [str(p) for p in pool.paths],
     }
     if drift is not None:
@@ -48,15 +52,14 @@ def render_pool(console: Console, pool, policy_id: str) -> None:
         table.add_column(col, overflow="fold")
     for name in sorted(pool.profiles):
         p = pool.profiles[name]
-        lo, hi = p["success"]["ci95"]
-        rescue = p["rescue"]
+        lo, hi = p.success.ci95
         table.add_row(
             Text(name),
-            pct(p["success"]["rate"]),
+            pct(p.success.rate),
             f"{pct(lo)}-{pct(hi)}",
-            "-" if name == pool.base else f"{rescue['count']}/{rescue['opportunities']}",
-            f"{p['tokens']['p50']:.0f}",
-            Text(p["card"]["summary"]),
+            "-" if name == pool.base else f"{p.rescue.count}/{p.rescue.opportunities}",
+            f"{p.tokens.p50:.0f}",
+            Text(p.card.summary if p.card else ""),
         )
     console.print(table)
     render_matrix(console, pool.matrix)
@@ -64,21 +67,19 @@ def render_pool(console: Console, pool, policy_id: str) -> None:
         console.print(Text(f"wrote {path}"))
 
 
-def render_matrix(console: Console, m: dict) -> None:
-    if not m["harnesses"]:
+def render_matrix(console: Console, m: RescueMatrix) -> None:
+    if not m.harnesses:
         return
     grid = Table(title="rescue matrix (shared rescued tasks)", show_edge=False)
     grid.add_column("harness")
-    for i, _ in enumerate(m["harnesses"]):
+    for i, _ in enumerate(m.harnesses):
         grid.add_column(f"#{i + 1}", justify="right")
     grid.add_column("unique", justify="right")
-    for i, a in enumerate(m["harnesses"]):
-        cells = [str(m["overlap"][a][b]) for b in m["harnesses"]]
-        grid.add_row(Text(f"#{i + 1} {a}"), *cells, str(len(m["unique"][a])))
+    for i, a in enumerate(m.harnesses):
+        cells = [str(m.overlap[a][b]) for b in m.harnesses]
+        grid.add_row(Text(f"#{i + 1} {a}"), *cells, str(len(m.unique[a])))
     console.print(grid)
-    console.print(
-        f"union of rescues: {m['union_size']} tasks; largest single: {m['largest_single']}"
-    )
+    console.print(f"union of rescues: {m.union_size} tasks; largest single: {m.largest_single}")
 
 
 def render_drift(console: Console, result) -> None:

@@ -20,7 +20,7 @@ from ..envs import Task, get_environment
 from ..errors import HarnessctlError
 from ..harness import HarnessSpec, check_environment, load_harness
 from ..policy import Policy
-from ..records import Trajectory
+from ..records import Profile, Trajectory
 from ..sandbox import Limits
 from .integrity import MANIFEST, PoolIntegrityError, check_pool
 
@@ -177,12 +177,15 @@ class Pool:
                 f"no harness {name!r} in pool {self.id} (has: {', '.join(self.names)})"
             ) from None
 
-    def profiles(self) -> dict[str, dict]:
+    def profiles(self) -> dict[str, Profile]:
+        """The profile of each harness that has one, validated (a ConfigError names a
+        malformed or newer-version file)."""
         out = {}
         for name in self.names:
             path = self.root / "profiles" / f"{name}.json"
             if path.is_file():
-                out[name] = json.loads(path.read_text(encoding="utf-8"))
+                data = json.loads(path.read_text(encoding="utf-8"))
+                out[name] = Profile.load(data, where=str(path))
         return out
 
     def route(self, task: Task | dict, failures: list, k: int = 2) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 from .. import __version__
 from ..errors import HarnessctlError
 from ..harness import IGNORED_DIRS, HarnessSpec, load_harness
+from ..records import Profile
 from ..runtime import PROTOCOL_VERSION
 from .integrity import MANIFEST, write_checksums
 
@@ -52,7 +53,7 @@ def export_pool(
     name: str,
     harnesses: list[HarnessSpec],
     base: HarnessSpec,
-    profiles: dict[str, dict],
+    profiles: dict[str, Profile],
     out: Path,
     repo_root: Path,
     policy_id: str,
@@ -79,7 +80,7 @@ def export_pool(
         profile = profiles.get(hname)
         if profile is not None:
             (tmp / "profiles" / f"{hname}.json").write_text(
-                json.dumps(profile, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+                json.dumps(profile.dump(), indent=1, sort_keys=True) + "\n", encoding="utf-8"
             )
         entries.append(
             {
@@ -92,16 +93,7 @@ def export_pool(
                 "edit_id": spec.manifest.edit_id,
                 "env": spec.manifest.env,
                 "runtime": {"protocol": PROTOCOL_VERSION, "python": "3.8+ standard library"},
-                "profile": None
-                if profile is None
-                else {
-                    "success": profile.get("success"),
-                    "rescue": {
-                        k: profile.get("rescue", {}).get(k)
-                        for k in ("count", "opportunities", "rate")
-                    },
-                    "card": profile.get("card"),
-                },
+                "profile": None if profile is None else _summary(profile),
             }
         )
     manifest = {
@@ -123,6 +115,20 @@ def export_pool(
     tmp.rename(out)
     write_archive(out, out.with_name(out.name + ".tar.gz"))
     return out
+
+
+def _summary(profile: Profile) -> dict[str, Any]:
+    """What ``pool.json`` says of a harness's profile (the full one is in ``profiles/``)."""
+    rescue = profile.rescue
+    return {
+        "success": profile.success.model_dump(mode="json"),
+        "rescue": {
+            "count": rescue.count,
+            "opportunities": rescue.opportunities,
+            "rate": rescue.rate,
+        },
+        "card": None if profile.card is None else profile.card.model_dump(mode="json"),
+    }
 
 
 def write_archive(src: Path, dest: Path) -> None:

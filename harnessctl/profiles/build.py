@@ -11,9 +11,23 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from ..outcomes import ALL_OUTCOMES
+from ..records import (
+    HarnessRef,
+    Profile,
+    ProfileHarness,
+    ProfilePolicy,
+    Rate,
+    ReanchorInfo,
+    Rescue,
+    RescueCell,
+    RescuedTask,
+    RescueEvidence,
+    RescueMatrix,
+    Spread,
+    SuiteRef,
+)
 from ..stats import percentile, wilson_interval
 
-PROFILE_VERSION = 1
 ROUND = 4
 
 
@@ -22,23 +36,23 @@ def rnd(x: float) -> float:
     return round(float(x), ROUND)
 
 
-def _rate(successes: int, n: int) -> dict[str, Any]:
+def _rate(successes: int, n: int) -> Rate:
     lo, hi = wilson_interval(successes, n)
-    return {
-        "successes": successes,
-        "rollouts": n,
-        "rate": rnd(successes / n) if n else 0.0,
-        "ci95": [rnd(lo), rnd(hi)],
-    }
+    return Rate(
+        successes=successes,
+        rollouts=n,
+        rate=rnd(successes / n) if n else 0.0,
+        ci95=[rnd(lo), rnd(hi)],
+    )
 
 
-def _spread(values: list[float]) -> dict[str, float]:
-    return {
-        "mean": rnd(sum(values) / len(values)) if values else 0.0,
-        "p50": rnd(percentile(values, 50)),
-        "p90": rnd(percentile(values, 90)),
-        "max": rnd(max(values)) if values else 0.0,
-    }
+def _spread(values: list[float]) -> Spread:
+    return Spread(
+        mean=rnd(sum(values) / len(values)) if values else 0.0,
+        p50=rnd(percentile(values, 50)),
+        p90=rnd(percentile(values, 90)),
+        max=rnd(max(values)) if values else 0.0,
+    )
 
 
 def _per_task(rows: list) -> dict[str, list[int]]:
@@ -64,7 +78,7 @@ def all_fail_tasks(base_rows: list) -> set[str]:
     return {t for t, won in wins.items() if not won}
 
 
-def rescue_evidence(rows: list, base_rows: list) -> dict[str, Any]:
+def rescue_evidence(rows: list, base_rows: list) -> RescueEvidence:
     """Paired evidence over every base-failed (task, seed): success here by category and by
     the base's failure outcome. This is what the router smooths and scores."""
     mine = by_pair(rows)
@@ -81,15 +95,15 @@ def rescue_evidence(rows: list, base_rows: list) -> dict[str, Any]:
         for cell in (overall, by_cat[b.category], by_out[b.outcome]):
             cell[0] += won
             cell[1] += 1
-    return {
-        "base_failures": overall[1],
-        "rescued": overall[0],
-        "by_category": {c: {"rescued": v[0], "of": v[1]} for c, v in sorted(by_cat.items())},
-        "by_outcome": {o: {"rescued": v[0], "of": v[1]} for o, v in sorted(by_out.items())},
-    }
+    return RescueEvidence(
+        base_failures=overall[1],
+        rescued=overall[0],
+        by_category={c: RescueCell(rescued=v[0], of=v[1]) for c, v in sorted(by_cat.items())},
+        by_outcome={o: RescueCell(rescued=v[0], of=v[1]) for o, v in sorted(by_out.items())},
+    )
 
 
-def rescue_set(rows: list, base_rows: list) -> list[dict[str, Any]]:
+def rescue_set(rows: list, base_rows: list) -> list[RescuedTask]:
     """Tasks where every base attempt failed and this harness succeeded at least once."""
     opportunities = all_fail_tasks(base_rows)
     per_task: dict[str, list] = defaultdict(list)
@@ -102,13 +116,13 @@ def rescue_set(rows: list, base_rows: list) -> list[dict[str, Any]]:
         wins = sum(1 for r in group if r.success)
         if wins:
             found.append(
-                {
-                    "task": task,
-                    "category": group[0].category,
-                    "successes": wins,
-                    "rollouts": len(group),
-                    "rate": rnd(wins / len(group)),
-                }
+                RescuedTask(
+                    task=task,
+                    category=group[0].category,
+                    successes=wins,
+                    rollouts=len(group),
+                    rate=rnd(wins / len(group)),
+                )
             )
     return found
 
@@ -125,13 +139,16 @@ def build_profile(
     rows: list,
     base_rows: list,
     *,
-    harness: dict[str, Any],
-    base: dict[str, Any],
-    policy: dict[str, Any],
-    suite: dict[str, Any],
+    harness: ProfileHarness,
+    base: HarnessRef,
+    policy: ProfilePolicy,
+    suite: SuiteRef,
     split: str,
-) -> dict[str, Any]:
-    """The profile of one harness (``rows``) against the base (``base_rows``)."""
+    reanchor: ReanchorInfo | None = None,
+) -> Profile:
+    """The profile of one harness (``rows``) against the base (``base_rows``), without its
+    card (:func:`harnessctl.profiles.card.behavior_card` needs the base's profile).
+    ``reanchor``: the sample a re-anchoring profile was built on (kind ``reanchor``)."""
     n = len(rows)
     wins = sum(1 for r in rows if r.success)
     counts = Counter(r.outcome for r in rows)
@@ -139,53 +156,50 @@ def build_profile(
     for r in rows:
         cats[r.category][0] += int(bool(r.success))
         cats[r.category][1] += 1
-    is_base = harness.get("hash") == base.get("hash")
+    is_base = harness.hash == base.hash
     rescues = [] if is_base else rescue_set(rows, base_rows)
     opportunities = len(all_fail_tasks(base_rows))
-    return {
-        "version": PROFILE_VERSION,
-        "harness": harness,
-        "base": base,
-        "policy": policy,
-        "suite": suite,
-        "split": split,
-        "tasks": len({r.task_id for r in rows}),
-        "seeds": sorted({r.seed for r in rows}),
-        "success": _rate(wins, n),
-        "categories": {c: _rate(v[0], v[1]) for c, v in sorted(cats.items())},
-        "outcomes": {o: counts[o] for o in ALL_OUTCOMES if counts.get(o)},
-        "steps": _spread([float(r.steps) for r in rows]),
-        "tokens": _spread([float(r.prompt_tokens + r.completion_tokens) for r in rows]),
-        "cost_usd": _spread([float(r.cost_usd) for r in rows]),
-        "latency_s": _spread([float(r.latency_s) for r in rows]),
-        "rescue": {
-            "opportunities": opportunities,
-            "count": len(rescues),
-            "rate": rnd(len(rescues) / opportunities) if opportunities else 0.0,
-            "tasks": rescues,
-            "evidence": rescue_evidence(rows, base_rows) if not is_base else None,
-        },
-        "regressed_tasks": [] if is_base else regressed_tasks(rows, base_rows),
-        "per_task": _per_task(rows),
-    }
+    return Profile(
+        kind="full" if reanchor is None else "reanchor",
+        harness=harness,
+        base=base,
+        policy=policy,
+        suite=suite,
+        split=split,
+        tasks=len({r.task_id for r in rows}),
+        seeds=sorted({r.seed for r in rows}),
+        success=_rate(wins, n),
+        categories={c: _rate(v[0], v[1]) for c, v in sorted(cats.items())},
+        outcomes={o: counts[o] for o in ALL_OUTCOMES if counts.get(o)},
+        steps=_spread([float(r.steps) for r in rows]),
+        tokens=_spread([float(r.prompt_tokens + r.completion_tokens) for r in rows]),
+        cost_usd=_spread([float(r.cost_usd) for r in rows]),
+        latency_s=_spread([float(r.latency_s) for r in rows]),
+        rescue=Rescue(
+            opportunities=opportunities,
+            count=len(rescues),
+            rate=rnd(len(rescues) / opportunities) if opportunities else 0.0,
+            tasks=rescues,
+            evidence=None if is_base else rescue_evidence(rows, base_rows),
+        ),
+        regressed_tasks=[] if is_base else regressed_tasks(rows, base_rows),
+        per_task=_per_task(rows),
+        reanchor=reanchor,
+    )
 
 
-def rescue_matrix(profiles: list[dict[str, Any]]) -> dict[str, Any]:
+def rescue_matrix(profiles: list[Profile]) -> RescueMatrix:
     """Pairwise overlap of rescue sets across the pool, each harness's unique rescues and
     the union: complementarity shows as a union larger than any single set."""
-    sets = {
-        p["harness"]["name"]: {t["task"] for t in p["rescue"]["tasks"]}
-        for p in profiles
-        if p["harness"]["hash"] != p["base"]["hash"]
-    }
+    sets = {p.name: {t.task for t in p.rescue.tasks} for p in profiles if not p.is_base}
     names = sorted(sets)
     union: set[str] = set().union(*sets.values()) if sets else set()
     unique = {n: sorted(sets[n] - set().union(*(sets[m] for m in names if m != n))) for n in names}
-    return {
-        "harnesses": names,
-        "overlap": {a: {b: len(sets[a] & sets[b]) for b in names} for a in names},
-        "unique": unique,
-        "union": sorted(union),
-        "union_size": len(union),
-        "largest_single": max((len(s) for s in sets.values()), default=0),
-    }
+    return RescueMatrix(
+        harnesses=names,
+        overlap={a: {b: len(sets[a] & sets[b]) for b in names} for a in names},
+        unique=unique,
+        union=sorted(union),
+        union_size=len(union),
+        largest_single=max((len(s) for s in sets.values()), default=0),
+    )

@@ -22,9 +22,10 @@ from ..errors import HarnessctlError
 from ..evaluate import EvalRequest, Progress, evaluate
 from ..harness import HarnessSpec
 from ..policy import Policy
+from ..records import Profile, ReanchorInfo
 from ..stats import wilson_interval
 from .build import rescue_evidence, rnd
-from .runner import PoolProfiles, profile_pool
+from .runner import PoolProfiles, profile_pool, stored_profile
 
 
 def stratified_sample(tasks: list, per_category: int, seed: int) -> list[str]:
@@ -94,10 +95,8 @@ class ReanchorResult:
     profiles: PoolProfiles
 
 
-def find_anchor(store, base: HarnessSpec, suite: str, split: str, new_policy: str) -> dict:
+def find_anchor(store, base: HarnessSpec, suite: str, split: str, new_policy: str) -> Profile:
     """The newest current profile of ``base`` on this suite split under another policy."""
-    import json
-
     rows = [
         r
         for r in store.profiles(harness_hash=base.hash, suite=suite, split=split)
@@ -108,7 +107,7 @@ def find_anchor(store, base: HarnessSpec, suite: str, split: str, new_policy: st
             f"no profile of {base.name} on {suite}/{split} under a policy other than "
             f"{new_policy} to re-anchor from: profile under the old policy first"
         )
-    return json.loads(max(rows, key=lambda r: r.created_at).data_json)
+    return stored_profile(max(rows, key=lambda r: r.created_at))
 
 
 def reanchor(
@@ -127,8 +126,8 @@ def reanchor(
     (default: the policy of the newest other profile of ``base``) and refresh the profiles."""
     suite, split = template.suite.name, template.split
     if anchor_policy is None:
-        old = find_anchor(store, base, suite, split, template.policy.id)["policy"]
-        anchor_policy = Policy(old["model"], dict(old["params"]))
+        anchor = find_anchor(store, base, suite, split, template.policy.id).policy
+        anchor_policy = Policy(anchor.model, dict(anchor.params))
     if anchor_policy.id == template.policy.id:
         raise HarnessctlError("re-anchoring needs a policy different from the anchor's")
     sample = stratified_sample(template.suite.tasks(split).tasks, per_category, sample_seed)
@@ -144,8 +143,7 @@ def reanchor(
         sampled,
         store,
         out_dir=out_dir,
-        kind="reanchor",
-        extra={"reanchor": {"anchor_policy": anchor_policy.id, "sample": sample}},
+        reanchor=ReanchorInfo(anchor_policy=anchor_policy.id, sample=sample),
         progress=progress,
     )
     drift = []
@@ -157,8 +155,8 @@ def reanchor(
         if name != base.name:
             ev_old = rescue_evidence(old, old_rows[base.name])
             ev_new = rescue_evidence(new, pool.rows[base.name])
-            r_old = (ev_old["rescued"], ev_old["base_failures"])
-            r_new = (ev_new["rescued"], ev_new["base_failures"])
+            r_old = (ev_old.rescued, ev_old.base_failures)
+            r_new = (ev_new.rescued, ev_new.base_failures)
             r_delta = newcombe(*r_new, *r_old)
         drift.append(Drift(name, s_old, s_new, newcombe(*s_new, *s_old), r_old, r_new, r_delta))
     return ReanchorResult(anchor_policy.id, template.policy.id, sample, drift, pool)

@@ -96,5 +96,5 @@ def routed_eval(
         rollouts=request.rollouts,
         choices=choices,
         extra_rollouts=len(replaced),
-        profile_splits={n: p["split"] for n, p in sorted(profiles.items())},
+        profile_splits={n: p.split for n, p in sorted(profiles.items())},
     )

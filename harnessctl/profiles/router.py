@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .card import card_text
+from ..records import Card, Profile, RescueCell
 from .voting import Vote, Voter, collect_votes
 
 PRIOR = 4.0
+_NONE = RescueCell(rescued=0, of=0)  # no evidence in a cell
 
 
 @dataclass
@@ -68,13 +69,13 @@ def _smooth(rescued: int, of: int, prior_mean: float, prior: float = PRIOR) -> f
     return (rescued + prior * prior_mean) / (of + prior)
 
 
-def _overall(profile: dict[str, Any]) -> tuple[int, int]:
-    ev = profile["rescue"].get("evidence") or {}
-    return int(ev.get("rescued", 0)), int(ev.get("base_failures", 0))
+def _overall(profile: Profile) -> tuple[int, int]:
+    ev = profile.rescue.evidence
+    return (0, 0) if ev is None else (ev.rescued, ev.base_failures)
 
 
 def profile_scores(
-    profiles: dict[str, dict[str, Any]], category: str, outcomes: list[str]
+    profiles: dict[str, Profile], category: str, outcomes: list[str]
 ) -> dict[str, tuple[float, list[str]]]:
     """Smoothed rescue score and its reasons for every profile (see the module doc)."""
     counts = [_overall(p) for p in profiles.values()]
@@ -82,31 +83,31 @@ def profile_scores(
     pool_mean = sum(r for r, _ in counts) / seen if seen else 0.0
     scores: dict[str, tuple[float, list[str]]] = {}
     for name, p in profiles.items():
-        ev = p["rescue"].get("evidence")
-        if not ev:
+        ev = p.rescue.evidence
+        if ev is None:
             scores[name] = (0.0, ["base harness: re-running it rescues nothing by definition"])
             continue
         rescued, of = _overall(p)
         overall = _smooth(rescued, of, pool_mean)
-        cell = ev["by_category"].get(category, {"rescued": 0, "of": 0})
-        cat = _smooth(cell["rescued"], cell["of"], overall)
+        cell = ev.by_category.get(category, _NONE)
+        cat = _smooth(cell.rescued, cell.of, overall)
         reasons = [
             f"overall {rescued}/{of} base failures rescued -> {overall:.2f}",
-            f"{category}: {cell['rescued']}/{cell['of']} -> {cat:.2f}",
+            f"{category}: {cell.rescued}/{cell.of} -> {cat:.2f}",
         ]
         out_rates = []
         for outcome in sorted(set(outcomes)):
-            oc = ev["by_outcome"].get(outcome, {"rescued": 0, "of": 0})
-            rate = _smooth(oc["rescued"], oc["of"], overall)
+            oc = ev.by_outcome.get(outcome, _NONE)
+            rate = _smooth(oc.rescued, oc.of, overall)
             out_rates += [rate] * outcomes.count(outcome)
-            reasons.append(f"{outcome}: {oc['rescued']}/{oc['of']} -> {rate:.2f}")
+            reasons.append(f"{outcome}: {oc.rescued}/{oc.of} -> {rate:.2f}")
         score = (cat + sum(out_rates) / len(out_rates)) / 2 if out_rates else cat
         scores[name] = (score, reasons)
     return scores
 
 
 def route(
-    profiles: dict[str, dict[str, Any]],
+    profiles: dict[str, Profile],
     *,
     task_id: str,
     category: str,
@@ -119,7 +120,7 @@ def route(
     scored = profile_scores(profiles, category, failure_outcomes)
     order = sorted(scored, key=lambda n: (-scored[n][0], n))
     n = len(order)
-    cards = {name: card_text(name, profiles[name]["card"]) for name in order}
+    cards = {name: (profiles[name].card or Card()).text(name) for name in order}
     votes = collect_votes(voters or [], category, digests or [], cards)
     valid = [v for v in votes if v.ok]
     weight = max(1, len(valid))
@@ -140,7 +141,7 @@ def route(
         candidates.append(
             Candidate(
                 name=name,
-                hash=profiles[name]["harness"]["hash"],
+                hash=profiles[name].harness.hash,
                 score=float(points[name]),
                 profile_score=round(score, 4),
                 votes=ranks[name],

@@ -11,6 +11,15 @@ from typing import Any
 from ..errors import HarnessctlError
 from ..evaluate import EvalRequest, Progress, evaluate
 from ..harness import HarnessSpec, load_harness
+from ..records import (
+    HarnessRef,
+    Profile,
+    ProfileHarness,
+    ProfilePolicy,
+    ReanchorInfo,
+    RescueMatrix,
+    SuiteRef,
+)
 from .build import build_profile, rescue_matrix
 from .card import behavior_card
 
@@ -20,8 +29,8 @@ class PoolProfiles:
     """What ``profile_pool`` produced: profiles by harness name (base included)."""
 
     base: str
-    profiles: dict[str, dict[str, Any]]
-    matrix: dict[str, Any]
+    profiles: dict[str, Profile]
+    matrix: RescueMatrix
     rows: dict[str, list]
     profile_ids: dict[str, str] = field(default_factory=dict)
     paths: list[Path] = field(default_factory=list)
@@ -44,15 +53,15 @@ def lineage_root(spec: HarnessSpec, harnesses_dir: Path) -> HarnessSpec:
     return spec
 
 
-def _ident(spec: HarnessSpec) -> dict[str, Any]:
+def _ident(spec: HarnessSpec) -> ProfileHarness:
     m = spec.manifest
-    return {
-        "name": spec.name,
-        "hash": spec.hash,
-        "parent": m.parent,
-        "direction": m.direction,
-        "description": m.description,
-    }
+    return ProfileHarness(
+        name=spec.name,
+        hash=spec.hash,
+        parent=m.parent,
+        direction=m.direction,
+        description=m.description,
+    )
 
 
 def profile_pool(
@@ -62,13 +71,13 @@ def profile_pool(
     store,
     *,
     out_dir: Path | None = None,
-    kind: str = "full",
-    extra: dict[str, Any] | None = None,
+    reanchor: ReanchorInfo | None = None,
     progress: Progress | None = None,
 ) -> PoolProfiles:
     """Evaluate ``base`` and every harness with ``template``'s suite, split, policy, seeds
     (and task ids, if set), build their profiles and cards, the rescue matrix, record them in
-    the store (each becomes the current profile of its key) and write YAML to ``out_dir``."""
+    the store (each becomes the current profile of its key) and write YAML to ``out_dir``.
+    ``reanchor``: the profiles are of kind ``reanchor``, built on that sample."""
     from ..store import ProfileRow
     from .files import write_matrix, write_profile
 
@@ -84,28 +93,26 @@ def profile_pool(
                 "run the command again to retry them"
             )
         rows[name] = result.rows
-    policy = {
-        "id": template.policy.id,
-        "model": template.policy.model,
-        "params": dict(sorted(template.policy.params.items())),
-    }
-    suite = {"name": template.suite.name, "id": template.suite.id}
-    profiles: dict[str, dict[str, Any]] = {}
+    policy = ProfilePolicy(
+        id=template.policy.id,
+        model=template.policy.model,
+        params=dict(sorted(template.policy.params.items())),
+    )
+    suite = SuiteRef(name=template.suite.name, id=template.suite.id)
+    profiles: dict[str, Profile] = {}
     for name, spec in specs.items():
         profiles[name] = build_profile(
             rows[name],
             rows[base.name],
             harness=_ident(spec),
-            base={"name": base.name, "hash": base.hash},
+            base=HarnessRef(name=base.name, hash=base.hash),
             policy=policy,
             suite=suite,
             split=template.split,
+            reanchor=reanchor,
         )
-        profiles[name]["kind"] = kind
-        if extra:
-            profiles[name].update(extra)
-    for name in specs:
-        profiles[name]["card"] = behavior_card(profiles[name], profiles[base.name])
+    for profile in profiles.values():
+        profile.card = behavior_card(profile, profiles[base.name])
     matrix = rescue_matrix(list(profiles.values()))
     out = PoolProfiles(base.name, profiles, matrix, rows)
     for name, spec in specs.items():
@@ -116,8 +123,8 @@ def profile_pool(
                 policy_id=template.policy.id,
                 suite=template.suite.name,
                 split=template.split,
-                kind=kind,
-                data_json=json.dumps(profiles[name], sort_keys=True),
+                kind=profiles[name].kind,
+                data_json=json.dumps(profiles[name].dump(), sort_keys=True),
                 created_at=time.time(),
             )
         )
@@ -144,14 +151,14 @@ def load_profiles(
     policy_id: str,
     suite: str,
     avoid_split: str | None = None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Profile]:
     """The current profile of each harness under ``policy_id`` on ``suite``, by name.
 
     Among several splits, one other than ``avoid_split`` is preferred (the split being
     judged should not be the one the evidence came from), then full profiles over
     re-anchoring samples, then the newest. A harness without a profile is an error.
     """
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, Profile] = {}
     for spec in specs:
         rows = store.profiles(harness_hash=spec.hash, policy_id=policy_id, suite=suite)
         if not rows:
@@ -160,5 +167,14 @@ def load_profiles(
                 f"suite {suite}: run `harnessctl profile` first"
             )
         best = max(rows, key=lambda r: (r.split != avoid_split, r.kind == "full", r.created_at))
-        found[spec.name] = json.loads(best.data_json)
+        found[spec.name] = stored_profile(best)
     return found
+
+
+def stored_profile(row: Any) -> Profile:
+    """The profile a store row (``ProfileRow``) holds, validated; a malformed or newer-version
+    one raises a ConfigError naming the row."""
+    where = (
+        f"stored profile {row.id} of {row.harness_name} ({row.policy_id}, {row.suite}/{row.split})"
+    )
+    return Profile.load(json.loads(row.data_json), where=where)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from xml.etree import ElementTree as ET
 
 from ..errors import ConfigError
-from ..profiles.files import slug
+from ..profiles.files import read_profile, slug
 from ..profiles.reanchor import newcombe
+from ..records import Profile, Rate
 
 
 @dataclass
@@ -50,19 +50,16 @@ def baseline_path(root: Path, harness: str, policy_id: str, suite: str, split: s
     return found[0]
 
 
-def load_baseline(path: Path) -> dict[str, Any]:
-    from ..harness import read_yaml
-
-    data = read_yaml(path)
-    if not isinstance(data, dict) or "success" not in data or "seeds" not in data:
-        raise ConfigError(str(path), "not a harnessctl profile (needs success and seeds)")
-    return data
+def load_baseline(path: Path) -> Profile:
+    """The baseline profile in ``path``; a malformed one is a ConfigError naming the file and
+    the field."""
+    return read_profile(path)
 
 
 def _drop_check(
-    harness: str, name: str, base: dict, cur_s: int, cur_n: int, min_drop: float
+    harness: str, name: str, base: Rate, cur_s: int, cur_n: int, min_drop: float
 ) -> Check:
-    b_s, b_n = int(base["successes"]), int(base["rollouts"])
+    b_s, b_n = base.successes, base.rollouts
     diff, lo, hi = newcombe(cur_s, cur_n, b_s, b_n)
     drop = -diff
     significant = hi < 0 and drop >= min_drop
@@ -82,7 +79,7 @@ def _drop_check(
 
 def compare(
     harness: str,
-    baseline: dict,
+    baseline: Profile,
     rows: list,
     *,
     min_drop: float = 0.05,
@@ -93,13 +90,13 @@ def compare(
         _drop_check(
             harness,
             "overall",
-            baseline["success"],
+            baseline.success,
             sum(1 for r in rows if r.success),
             len(rows),
             min_drop,
         )
     ]
-    for cat, base in sorted((baseline.get("categories") or {}).items()):
+    for cat, base in sorted(baseline.categories.items()):
         mine = [r for r in rows if r.category == cat]
         checks.append(
             _drop_check(
@@ -117,9 +114,7 @@ def compare(
         cell[0] += int(bool(r.success))
         cell[1] += 1
     flips = sorted(
-        t
-        for t, (s, n) in (baseline.get("per_task") or {}).items()
-        if n and s == n and t in now and now[t][0] == 0
+        t for t, (s, n) in baseline.per_task.items() if n and s == n and t in now and now[t][0] == 0
     )
     message = (
         (

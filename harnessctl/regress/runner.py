@@ -66,12 +66,12 @@ def run_regression(
     result = RegressResult()
     policy_id, suite = template.policy.id, template.suite.name
     for spec in specs:
-        data = load_baseline(baseline_path(root, spec.name, policy_id, suite, split))
-        seeds = sorted(int(s) for s in data["seeds"])
+        baseline = load_baseline(baseline_path(root, spec.name, policy_id, suite, split))
+        seeds = sorted(baseline.seeds)
         request = replace(
             template,
             harness=spec,
-            split=data["split"],
+            split=baseline.split,
             rollouts=len(seeds),
             seed=seeds[0] + seed_offset,
         )
@@ -81,7 +81,7 @@ def run_regression(
             return result
         result.checks += compare(
             spec.name,
-            data,
+            baseline,
             evaluated.rows,
             min_drop=thresholds.min_drop,
             category_min_drop=thresholds.category_min_drop,
