@@ -61,20 +61,21 @@ class RolloutOutput:
         return self.outcome == "success"
 
 
-def task_from_record(record: dict, task_id: str | None = None, env: str = "dbbench") -> Task:
-    """A task of environment ``env`` from a raw record (one line of its task file). The
-    category is the record's ``category`` string, else the first of its ``type`` list (as
-    DBBench records have it), else ``task``."""
+def task_from_record(record: dict, task_id: str | None = None, *, env: str) -> Task:
+    """A task of environment ``env`` from a raw record (one line of its task file): the
+    environment's own ``task_from_record`` when it has one (it checks the record), else a task
+    whose category is the record's ``category`` string (or ``task``)."""
+    environment = get_environment(env)
+    own = getattr(environment, "task_from_record", None)
+    if callable(own):
+        return own(record, task_id)
     blob = json.dumps(record, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(blob.encode()).hexdigest()
     category = record.get("category")
-    if not isinstance(category, str) or not category:
-        kinds = record.get("type")
-        category = str(kinds[0] if isinstance(kinds, list) and kinds else kinds or "task")
     return Task(
         id=task_id or f"task-{digest[:10]}",
         env=env,
-        category=category,
+        category=category if isinstance(category, str) and category else "task",
         record=record,
         content_hash=digest,
         source="<record>",
