@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 import uuid
@@ -36,9 +37,10 @@ from .records import (
     ScoreRecord,
     Trajectory,
 )
-from .sandbox import Job, Limits, Sandbox, SandboxResult
+from .sandbox import Job, Limits, Sandbox, SandboxResult, mark_owner, reap_stale
 
 MAX_EVENTS_BYTES = 4 * 1024 * 1024
+MAX_RESULT_BYTES = 1_000_000
 
 
 @dataclass
@@ -100,7 +102,9 @@ class RolloutSession:
         from .sandbox import get_sandbox
 
         port = os.environ.get("HARNESSCTL_GATEWAY_PORT")
+        reap_stale()  # what a run killed with SIGKILL left behind
         self.workdir_root = Path(tempfile.mkdtemp(prefix="hxrun-"))
+        mark_owner(self.workdir_root)
         os.chmod(self.workdir_root, 0o711)
         max_steps = int(getattr(self.env, "max_steps", 0) or DEFAULT_MAX_STEPS)
         self.budget = Budget(
@@ -147,7 +151,7 @@ class RolloutSession:
             token = self.gateway.open_rollout(
                 rollout_id,
                 model=policy.model,
-                params=dict(policy.params),
+                params=policy.call_params,  # credentials too: upstream only, never stored
                 budget=self.budget,
                 metadata={"task_id": task.id, "seed": seed},
                 episode=episode,
@@ -190,6 +194,7 @@ class RolloutSession:
         started: float,
         episode=None,
     ) -> RolloutRecord:
+        _drop_special_files(workdir)  # scoring opens files by name: no links, no FIFOs
         runtime_result = _read_result(workdir)
         status = runtime_result.get("status") if runtime_result else None
         answer = runtime_result.get("answer") if runtime_result else None
@@ -274,14 +279,60 @@ def _call_record(call) -> ModelCall:
     )
 
 
-def _read_result(workdir: Path) -> dict | None:
-    """result.json is written by untrusted code: accept only a well-typed mapping."""
-    path = workdir / "result.json"
-    if not path.is_file() or path.is_symlink() or path.stat().st_size > 1_000_000:
+def read_untrusted(path: Path, limit: int, *, truncate: bool = False) -> bytes | None:
+    """At most ``limit`` bytes of a file the sandbox could have written or replaced: opened
+    without following a symlink and without blocking (a FIFO), and only if it is a regular
+    file; None otherwise, and when larger than ``limit`` (its first ``limit`` bytes with
+    ``truncate``)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or (info.st_size > limit and not truncate):
+            return None
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            return data[:limit] if truncate else None
+        return data
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _drop_special_files(workdir: Path) -> None:
+    """Remove what the sandbox left in its task directory that is not a regular file or a
+    directory (symlinks, FIFOs, sockets, devices), so that nothing the host reads there by
+    name afterwards (the environment's scoring) follows or blocks on it."""
+    for dirpath, dirnames, filenames in os.walk(workdir, followlinks=False):
+        for name in [*dirnames, *filenames]:
+            path = os.path.join(dirpath, name)
+            with contextlib.suppress(OSError):
+                mode = os.lstat(path).st_mode
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                    os.unlink(path)
+                    if name in dirnames:
+                        dirnames.remove(name)
+
+
+def _read_result(workdir: Path) -> dict | None:
+    """result.json is written by untrusted code: accept only a well-typed mapping."""
+    raw = read_untrusted(workdir / "result.json", MAX_RESULT_BYTES)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("status"), str):
         return None
@@ -289,12 +340,10 @@ def _read_result(workdir: Path) -> dict | None:
 
 
 def _read_events(workdir: Path) -> list[dict]:
-    path = workdir / "events.jsonl"
-    if not path.is_file() or path.is_symlink():
+    raw = read_untrusted(workdir / "events.jsonl", MAX_EVENTS_BYTES, truncate=True)
+    if raw is None:
         return []
     events = []
-    with open(path, "rb") as fh:
-        raw = fh.read(MAX_EVENTS_BYTES)
     for line in raw.decode("utf-8", "replace").splitlines():
         try:
             item = json.loads(line)

@@ -275,7 +275,13 @@ def test_local_backend_battery_records_what_it_cannot_give(workspace, monkeypatc
         assert probe["tcp_host_loopback"].startswith("blocked:") and seen["accepted"] == 0
     else:  # the limitation: the harness shares the host's network
         assert probe["tcp_host_loopback"] == "connected" and seen["accepted"] >= 1
-    # the limitation: no private filesystem, so a world-readable host file is readable
+    if isolation["filesystem"] == "private":  # bubblewrap: only its binds are visible
+        assert probe["host_file"].startswith("blocked:")
+        assert probe["gold_labels"].startswith("blocked:")
+        return
+    # the fallback's limitation: no private filesystem, so a world-readable host file is
+    # readable (and the record says so loudly)
+    assert "warning" in isolation
     assert probe["host_file"] == "read:host-only-content\n"
     # the gold labels are protected only by file permissions: as root the harness runs as
     # nobody and pytest's 0700 temp dirs keep it out; as a normal user it could read them

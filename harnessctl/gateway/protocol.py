@@ -21,8 +21,26 @@ HARNESS_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed")
 TOOL_PARAMS = ("tools", "tool_choice", "parallel_tool_calls")
 ROLES = ("system", "user", "assistant", "tool")
 TOOL_CHOICES = ("auto", "none", "required")
-_SECRET_KEY = re.compile(r"key|secret|password|credential|authorization|headers|_token$", re.I)
-_NOT_SECRET = frozenset({"max_tokens", "max_completion_tokens"})
+# Credentials, by name: a name with one of these segments (split on ``_``, ``-``, ``.`` and
+# camelCase), as litellm's SensitiveDataMasker matches them, plus its credential params
+# (``litellm.types.router.CredentialLiteLLMParams``: every one that carries a secret has such
+# a segment, which tests/test_hostile_local.py checks), and some spellings run together.
+SECRET_SEGMENTS = frozenset(
+    {
+        "password", "passwd", "secret", "key", "token", "auth", "authorization", "cookie",
+        "credential", "credentials", "access", "private", "certificate", "fingerprint",
+        "tenancy", "headers", "bearer", "apikey", "signature", "session",
+    }
+)  # fmt: skip
+_SECRET_SUBSTRING = re.compile(r"apikey|api_key|secret|passw|credential|bearer|auth", re.I)
+_NOT_SECRET = frozenset({"max_tokens", "max_completion_tokens", "input_cost_per_token"})
+# Values that are credentials whatever their name: provider keys, bearer strings, JWTs.
+_SECRET_VALUE = re.compile(
+    r"^\s*(?:bearer\s+\S|(?:sk|pk|rk|ak|hf|gh[pousr]|xox[abp])[-_][A-Za-z0-9_\-]{8,}"
+    r"|eyJ[A-Za-z0-9_\-]{10,}\.)",
+    re.I,
+)
+REDACTED = "***"
 
 
 class RequestError(ValueError):
@@ -203,11 +221,33 @@ def _params(body: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+def is_secret(name: str, value: Any = None) -> bool:
+    """Whether a parameter is a credential: by its name (:data:`SECRET_SEGMENTS`, litellm's
+    convention) or by its value (a provider key such as ``sk-...``, a bearer string)."""
+    key = str(name)
+    if key.lower() in _NOT_SECRET:
+        return False
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key)
+    segments = {s for s in re.split(r"[_\-.\s]+", spaced.lower()) if s}
+    if segments & SECRET_SEGMENTS or _SECRET_SUBSTRING.search(key):
+        return True
+    return isinstance(value, str) and bool(_SECRET_VALUE.match(value))
+
+
 def redact(params: dict[str, Any]) -> dict[str, Any]:
-    """Params as recorded in the ledger: secrets (api keys, tokens) replaced by ``***``."""
-    return {
-        k: "***" if _SECRET_KEY.search(k) and k not in _NOT_SECRET else v for k, v in params.items()
-    }
+    """Params as recorded anywhere: credentials (:func:`is_secret`) replaced by ``***``,
+    nested mappings and lists redacted the same way."""
+    return {k: REDACTED if is_secret(k, v) else _redact_value(v) for k, v in params.items()}
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_value(v) for v in value]
+    if isinstance(value, str) and _SECRET_VALUE.match(value):
+        return REDACTED
+    return value
 
 
 def completion_body(

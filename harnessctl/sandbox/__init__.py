@@ -9,8 +9,10 @@ Backends are chosen by short name (``local``, ``docker``) or a dotted path
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +83,60 @@ def stage_packages(root: Path, packages: tuple, lock: threading.Lock) -> list[st
                 tmp.rename(target)
         dirs.append(rel)
     return dirs
+
+
+OWNER_FILE = ".hx-owner"
+RUN_DIR_PREFIXES = ("hxsb-", "hxrun-", "hxgw-")
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (tells a reused pid apart)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def mark_owner(directory: Path) -> None:
+    """Name this process as the owner of a run directory, for :func:`reap_stale`."""
+    pid = os.getpid()
+    (Path(directory) / OWNER_FILE).write_text(f"{pid} {_start_time(pid) or '-'}\n")
+
+
+def reap_stale(
+    parent: Path | None = None, prefixes: tuple[str, ...] = RUN_DIR_PREFIXES
+) -> list[Path]:
+    """Remove run directories (``hxsb-*``, ``hxrun-*``, ``hxgw-*`` under /tmp) whose owning
+    process is gone (a run killed with SIGKILL): its sandboxes' copies, work directories and
+    gateway socket. Directories of live runs, of other users and unmarked ones are left."""
+    parent = Path(parent or tempfile.gettempdir())
+    removed: list[Path] = []
+    entries: list[os.DirEntry] = []
+    with contextlib.suppress(OSError):
+        entries = list(os.scandir(parent))
+    for entry in entries:
+        if not entry.name.startswith(prefixes):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            if entry.stat(follow_symlinks=False).st_uid != os.geteuid():
+                continue
+            owner = Path(entry.path) / OWNER_FILE
+            if owner.is_symlink() or not owner.is_file():
+                continue
+            pid_text, _, started = owner.read_text()[:64].strip().partition(" ")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue
+        alive = _start_time(pid)
+        if alive is not None and (started in ("-", "") or alive == started):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed
 
 
 @dataclass
