@@ -1,12 +1,15 @@
 """The sandbox side of the model gateway: a tiny OpenAI chat client over a unix socket.
 
 Standard library only (this runs inside the sandbox). The host passes the gateway address and
-a per-rollout token in ``HXRT_GATEWAY`` / ``HXRT_TOKEN``; the address is ``unix:///path`` or,
+a per-rollout token in ``HXRT_GATEWAY`` / ``HXRT_TOKEN`` (or ``HXRT_TOKEN_FILE``: a file the
+runtime reads once and removes where it can, so the token is not in the process's
+environment for another process to read from /proc); the address is ``unix:///path`` or,
 when the host opted into loopback TCP, ``http://127.0.0.1:PORT``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -18,6 +21,8 @@ from urllib.parse import urlsplit
 # Mirrors harnessctl.constants.RT_ENV_GATEWAY / RT_ENV_TOKEN (this package cannot import it).
 ENV_GATEWAY = "HXRT_GATEWAY"
 ENV_TOKEN = "HXRT_TOKEN"
+ENV_TOKEN_FILE = "HXRT_TOKEN_FILE"
+_FILE_TOKENS: dict[str, str] = {}  # token files already read (and removed), by path
 CHAT_PATH = "/v1/chat/completions"
 
 
@@ -111,8 +116,9 @@ class GatewayClient:
 
     @classmethod
     def from_env(cls, timeout_s: float = 300) -> GatewayClient:
-        """Build from ``HXRT_GATEWAY`` and ``HXRT_TOKEN``; GatewayError if either is missing."""
-        address, token = os.environ.get(ENV_GATEWAY), os.environ.get(ENV_TOKEN)
+        """Build from ``HXRT_GATEWAY`` and ``HXRT_TOKEN`` (or ``HXRT_TOKEN_FILE``);
+        GatewayError if either is missing."""
+        address, token = os.environ.get(ENV_GATEWAY), os.environ.get(ENV_TOKEN) or _file_token()
         if not address or not token:
             raise GatewayError(f"{ENV_GATEWAY} and {ENV_TOKEN} must both be set")
         return cls(address, token, timeout_s)
@@ -180,6 +186,25 @@ class GatewayClient:
         if status != 200:
             raise _error_for(status, body, payload)
         return [m["id"] for m in body.get("data", [])]
+
+
+def _file_token() -> str | None:
+    """The token in ``HXRT_TOKEN_FILE``: read on first use, then the file is removed (where
+    the directory allows; the host removes it after the rollout otherwise)."""
+    path = os.environ.get(ENV_TOKEN_FILE)
+    if not path:
+        return None
+    if path not in _FILE_TOKENS:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                token = fh.read(4096).strip()
+        except OSError:
+            return None
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        if token:
+            _FILE_TOKENS[path] = token
+    return _FILE_TOKENS.get(path)
 
 
 def _json(payload: bytes) -> dict[str, Any]:

@@ -1,25 +1,41 @@
 """The ``docker`` backend: warm, hardened containers; one exec per rollout.
 
-Each worker gets a container (created on first use, reused): no network, user 65534, all
-capabilities dropped, ``no-new-privileges``, a read-only root filesystem with a small tmpfs
-on /tmp, memory (= memory + swap), pids and CPU limits, and the labels ``harnessctl=1`` and
-``harnessctl.run=<id>``. Its mounts: a private read-only copy of the runtime at /rt, private
-read-only copies of the harness trees under /harness, the gateway's socket directory at the
-same path as on the host (so ``HXRT_GATEWAY`` works unchanged), a per-container writable
-/task and a per-container log directory. A rollout's task files are copied into /task before
-the exec and the regular files copied back to the job's workdir after it, so the host reads
-result.json, events.jsonl and db.sqlite where it always does.
+Each worker gets a container (created on first use, reused while provably clean): no
+network, all capabilities dropped, ``no-new-privileges``, harnessctl's own seccomp allowlist
+(``docker_seccomp.json``: no ptrace, process_vm_readv/writev, SysV IPC or POSIX message
+queues), a read-only root filesystem with small tmpfs mounts on /tmp and /dev/shm (bounded
+in size and inodes), memory (= memory + swap), pids and CPU limits, and the labels
+``harnessctl=1`` and ``harnessctl.run=<id>``. Its PID 1 is a reaping idle init running as
+root with no capabilities; every rollout is exec'd as user 65534, which can neither trace,
+signal nor read the environment of the init (another uid), and never shares the container
+with another rollout. The rollout's gateway token reaches it in a file, not its environment.
 
-The wall-clock limit is enforced from the host: past it the container is killed (taking
-every process the harness started) and replaced by a fresh one on the next rollout. The
-same happens when a rollout leaves processes behind. Engine failures become
-``infra_error`` results, which the evaluator retries. A reaper removes labelled containers
-whose owning process is gone (at start) and this run's containers (at close).
+Mounts: a private read-only copy of the runtime at /rt, private read-only copies of the
+harness trees under /harness, the gateway's socket directory at the same path as on the host
+(so ``HXRT_GATEWAY`` works unchanged), a per-container writable /task and a log directory
+the sandbox user cannot write (the host creates the log files in it for every rollout, so
+they cannot be swapped for links or FIFOs). A rollout's task files are copied into /task
+before the exec and the regular files copied back to the job's workdir after it, so the host
+reads result.json, events.jsonl and db.sqlite where it always does.
+
+Between rollouts a container is reused only when it is provably clean: the only process
+left in its pids cgroup is the init it was created with (host pid, start time, uid and
+executable checked), /task was emptied by the host, the log files were recreated by the
+host, and the next rollout's boot wiped /tmp, /dev/shm and /dev/mqueue before any harness
+code ran (else it exits with ``SCRATCH_DIRTY`` and the rollout is run on a fresh
+container). Anything else (a timeout, a process left behind, an init that changed) kills the
+container. ``fresh=True`` (or ``HARNESSCTL_DOCKER_FRESH=1``) gives every rollout its own
+container instead.
+
+Engine failures become ``infra_error`` results, which the evaluator retries. A reaper removes
+labelled containers, and work directories, whose owning process is gone (at start) and this
+run's containers (at close).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -30,21 +46,78 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..constants import RT_ENV_TOKEN
 from ..errors import HarnessctlError
 from . import Job, Limits, SandboxResult, stage_packages
-from .docker_files import copy_in, copy_out, read_only_tree
-from .docker_reaper import live_pid_count, reap_containers
+from .docker_files import copy_in, copy_out, read_only_tree, read_tail
+from .docker_reaper import (
+    WORKDIR_PREFIX,
+    cgroup_pids,
+    mark_workdir,
+    process_identity,
+    reap_containers,
+    reap_workdirs,
+)
 
 DEFAULT_IMAGE = "harnessctl-runtime:latest"
 ENV_IMAGE = "HARNESSCTL_DOCKER_IMAGE"
+ENV_FRESH = "HARNESSCTL_DOCKER_FRESH"  # 1: one container per rollout (no reuse at all)
 SANDBOX_USER = "65534:65534"
+INIT_USER = "0:0"  # the idle init: another uid than the rollouts', and no capabilities
 LOG_DIR = "/hxlog"
-# Redirect stdout/stderr to the log mount, then run the runtime in the same interpreter: the
-# exec is detached, so a background child holding a pipe open cannot stall the host.
+TOKEN_FILE = LOG_DIR + "/token"
+RT_ENV_TOKEN_FILE = "HXRT_TOKEN_FILE"  # read once by harnessctl_runtime.client
+SECCOMP_PROFILE = Path(__file__).with_name("docker_seccomp.json")
+SCRATCH = ("/tmp", "/dev/shm", "/dev/mqueue")  # writable by the sandbox user, wiped at boot
+SCRATCH_DIRTY = 86  # boot's exit status when it could not wipe what an earlier rollout left
+# PID 1 of every container: reaps orphans (so a finished double-fork leaves no zombie that
+# would make a clean container look dirty) and otherwise sleeps. It runs as root without
+# capabilities, so the sandbox user cannot ptrace, signal or inspect it.
+INIT = (
+    "import os, signal\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})\n"
+    "while True:\n"
+    "    signal.sigwait({signal.SIGCHLD})\n"
+    "    try:\n"
+    "        while os.waitpid(-1, os.WNOHANG)[0] > 0:\n"
+    "            pass\n"
+    "    except ChildProcessError:\n"
+    "        pass\n"
+)
+# Wipe the scratch mounts an earlier rollout in this container may have filled (before any
+# harness code runs: this is the host's code), prove them empty, then send stdout/stderr to
+# the log files the host created and run the runtime in the same interpreter. Mount points
+# (the gateway's socket directory under /tmp) are on another device and left alone; the
+# sandbox cannot make one. The exec is detached, so a background child holding a pipe open
+# cannot stall the host.
 BOOT = (
     "import os\n"
+    "def _wipe(top, dev):\n"
+    "    left = []\n"
+    "    for e in os.scandir(top):\n"
+    "        try:\n"
+    "            if e.is_dir(follow_symlinks=False):\n"
+    "                if e.stat(follow_symlinks=False).st_dev != dev:\n"
+    "                    continue\n"
+    "                os.chmod(e.path, 0o700)\n"
+    "                _wipe(e.path, dev)\n"
+    "                os.rmdir(e.path)\n"
+    "            else:\n"
+    "                os.unlink(e.path)\n"
+    "        except OSError:\n"
+    "            left.append(e.name)\n"
+    "    return left\n"
+    f"for _top in {SCRATCH!r}:\n"
+    "    try:\n"
+    "        _dirty = _wipe(_top, os.stat(_top).st_dev)\n"
+    "    except FileNotFoundError:\n"
+    "        _dirty = []\n"
+    "    except Exception:\n"
+    "        _dirty = [_top]\n"
+    "    if _dirty:\n"
+    f"        os._exit({SCRATCH_DIRTY})\n"
     "for fd, name in ((1, 'stdout'), (2, 'stderr')):\n"
-    "    f = os.open('/hxlog/' + name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)\n"
+    "    f = os.open('/hxlog/' + name, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)\n"
     "    os.dup2(f, fd); os.close(f)\n"
     "import sys; sys.path.insert(0, '/rt')\n"
     "from harnessctl_runtime.boot import main; main()\n"
@@ -56,12 +129,14 @@ START_HINT = (
 
 
 class _Container:
-    """One warm container and its host-side directories."""
+    """One container, its host-side directories and the identity of its init."""
 
-    def __init__(self, container, home: Path, limits: Limits) -> None:
+    def __init__(self, container, home: Path, limits: Limits, init: tuple | None) -> None:
         self.container = container
         self.home = home
         self.limits = limits
+        self.init = init  # (host pid, start time, uid, executable) of PID 1, or None
+        self.rollouts = 0
 
     @property
     def task_dir(self) -> Path:
@@ -70,6 +145,10 @@ class _Container:
     @property
     def log_dir(self) -> Path:
         return self.home / "log"
+
+
+class _Dirty(Exception):
+    """The container cannot be shown clean for the next rollout: replace it."""
 
 
 class DockerSandbox:
@@ -84,12 +163,18 @@ class DockerSandbox:
         cpus: float = 1.0,
         tmpfs_mb: int = 64,
         poll_s: float = 0.01,
+        fresh: bool | None = None,
+        scratch_inodes: int = 4096,
     ) -> None:
         self.image = image or os.environ.get(ENV_IMAGE) or DEFAULT_IMAGE
         self.python = python
         self.cpus = cpus
         self.tmpfs_mb = tmpfs_mb
         self.poll_s = poll_s
+        if fresh is None:
+            fresh = os.environ.get(ENV_FRESH, "").strip().lower() in ("1", "true", "yes", "on")
+        self.fresh = bool(fresh)
+        self.scratch_inodes = scratch_inodes
         self.run_id = uuid.uuid4().hex[:12]
         self.client: Any = None
         self.root: Path | None = None
@@ -100,6 +185,7 @@ class DockerSandbox:
         self._lock = threading.Lock()
         self._copy_lock = threading.Lock()
         self._harness_copies: dict[str, str] = {}
+        self._seccomp = ""
 
     # --- lifecycle ---------------------------------------------------------------------
     def start(self, gateway_dir: Path | None = None) -> None:
@@ -116,10 +202,14 @@ class DockerSandbox:
                 "the docker sandbox needs the gateway's unix socket (the container has no "
                 "network): unset HARNESSCTL_GATEWAY_PORT"
             )
+        # the engine takes the profile's text, not a path
+        self._seccomp = json.dumps(json.loads(SECCOMP_PROFILE.read_text()), separators=(",", ":"))
         reap_containers(self.client)
+        reap_workdirs(Path(tempfile.gettempdir()))  # after the containers that mounted them
         self.gateway_dir = Path(gateway_dir)
-        self.root = Path(tempfile.mkdtemp(prefix="hxdk-"))
+        self.root = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
         os.chmod(self.root, 0o711)
+        mark_workdir(self.root)
         runtime_src = Path(__file__).resolve().parent.parent / "runtime"
         shutil.copytree(
             runtime_src,
@@ -135,12 +225,15 @@ class DockerSandbox:
             "filesystem": "private (read-only image; /harness, /rt read-only; /task writable)",
             "network": "none",
             "user": SANDBOX_USER,
+            "init": "root, no capabilities, identity checked between rollouts",
             "cap_drop": "ALL",
             "no_new_privileges": True,
+            "seccomp": "harnessctl (no ptrace, process_vm_*, SysV IPC, mqueue)",
             "read_only_rootfs": True,
             "pid_namespace": True,
             "rlimits": True,
             "cpus": self.cpus,
+            "container": "fresh per rollout" if self.fresh else "warm, reused when clean",
         }
 
     def close(self) -> None:
@@ -168,10 +261,12 @@ class DockerSandbox:
         assert self.root is not None and self.client is not None, "start() the sandbox first"
         home = Path(tempfile.mkdtemp(prefix="c-", dir=self.root))
         os.chmod(home, 0o711)
-        for sub in ("task", "log"):
-            (home / sub).mkdir()
-            _give_to_sandbox(home / sub)
+        (home / "task").mkdir()
+        _give_to_sandbox(home / "task")
+        (home / "log").mkdir(mode=0o755)  # the host's: the sandbox user writes only its files
+        os.chmod(home / "log", 0o755)
         mem = f"{limits.memory_mb}m"
+        scratch = f"rw,nosuid,nodev,noexec,size={self.tmpfs_mb}m,nr_inodes={self.scratch_inodes}"
         volumes = {
             str(self.root / "rt"): {"bind": "/rt", "mode": "ro"},
             str(self.root / "envs"): {"bind": "/envs", "mode": "ro"},
@@ -182,16 +277,17 @@ class DockerSandbox:
         }
         container = self.client.containers.run(
             self.image,
-            [self.python, "-I", "-S", "-c", "import signal; signal.pause()"],
+            [self.python, "-I", "-S", "-c", INIT],
             detach=True,
             name=f"hx-{self.run_id}-{home.name[2:]}",
             labels=self._labels(),
             network_mode="none",
-            user=SANDBOX_USER,
+            user=INIT_USER,
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
+            security_opt=["no-new-privileges", f"seccomp={self._seccomp}"],
             read_only=True,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.tmpfs_mb}m"},
+            ipc_mode="private",
+            tmpfs={"/tmp": scratch, "/dev/shm": scratch},
             mem_limit=mem,
             memswap_limit=mem,
             pids_limit=limits.nproc + 8,
@@ -200,13 +296,14 @@ class DockerSandbox:
             working_dir="/task",
             environment={"LANG": "C.UTF-8"},
         )
-        return _Container(container, home, limits)
+        return _Container(container, home, limits, _init_identity(container))
 
     def _acquire(self, limits: Limits) -> _Container:
-        with self._lock:
-            for i, warm in enumerate(self._idle):
-                if warm.limits == limits:
-                    return self._idle.pop(i)
+        if not self.fresh:
+            with self._lock:
+                for i, warm in enumerate(self._idle):
+                    if warm.limits == limits:
+                        return self._idle.pop(i)
         fresh = self._create(limits)
         with self._lock:
             self._all.append(fresh)
@@ -247,33 +344,57 @@ class DockerSandbox:
 
     # --- one rollout -------------------------------------------------------------------
     def run(self, job: Job) -> SandboxResult:
-        """Run one rollout in a warm container; never raises for engine failures."""
+        """Run one rollout in a clean container; never raises for engine failures."""
         started = time.monotonic()
         harness_dir = self._harness_dir(job)
         env_path = ":".join(
             f"/{rel}" for rel in stage_packages(self.root, job.packages, self._copy_lock)
         )
-        try:
-            warm = self._acquire(job.limits)
-        except Exception as exc:  # engine down, image gone, limits refused
-            return self._infra(f"cannot create a container: {exc}", started)
-        try:
-            return self._exec(warm, job, harness_dir, env_path, started)
-        except Exception as exc:  # the engine failed mid-rollout: retried by the evaluator
-            self._discard(warm)
-            return self._infra(f"docker engine error: {type(exc).__name__}: {exc}", started)
+        # a reused container that cannot be shown clean is replaced, once, by a fresh one
+        for attempt in range(2):
+            try:
+                warm = self._acquire(job.limits)
+            except Exception as exc:  # engine down, image gone, limits refused
+                return self._infra(f"cannot create a container: {exc}", started)
+            try:
+                return self._exec(warm, job, harness_dir, env_path, started)
+            except _Dirty as exc:
+                self._discard(warm)
+                if attempt or warm.rollouts == 0:  # even a fresh container was not clean
+                    return self._infra(f"container not clean: {exc}", started)
+            except Exception as exc:  # the engine failed mid-rollout: retried by the evaluator
+                self._discard(warm)
+                return self._infra(f"docker engine error: {type(exc).__name__}: {exc}", started)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _infra(self, message: str, started: float) -> SandboxResult:
         return SandboxResult(
             None, False, time.monotonic() - started, infra_error=message, isolation=self.isolation
         )
 
+    def _prepare_logs(self, warm: _Container, token: str) -> None:
+        """Recreate the rollout's log files and token file in the host's log directory."""
+        log = warm.log_dir
+        for entry in os.scandir(log):
+            os.unlink(entry.path)  # the sandbox cannot write the directory: only ours are here
+        for name, mode in (("stdout", 0o600), ("stderr", 0o600), ("token", 0o400)):
+            fd = os.open(log / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                if name == "token":
+                    os.write(fd, token.encode())
+                if os.geteuid() == 0:
+                    os.fchown(fd, 65534, 65534)
+                    os.fchmod(fd, mode)
+                else:  # rootless engines map users differently: let the sandbox user in
+                    os.fchmod(fd, 0o444 if name == "token" else 0o666)
+            finally:
+                os.close(fd)
+
     def _exec(self, warm: _Container, job: Job, harness_dir: str, env_path: str, started: float):
         assert self.client is not None
         api = self.client.api
-        copy_in(job.workdir, warm.task_dir)
-        for name in ("stdout", "stderr"):  # a runtime that fails to start must not show old logs
-            (warm.log_dir / name).unlink(missing_ok=True)
+        if not copy_in(job.workdir, warm.task_dir):
+            raise _Dirty("/task could not be emptied")
         env = {
             "PATH": "/usr/bin:/bin",
             "HOME": "/tmp",
@@ -284,6 +405,12 @@ class DockerSandbox:
             "HXRT_ENV_PATH": env_path,
             "HXRT_TASK_DIR": "/task",
         }
+        # the token goes in a file the runtime reads, not in /proc/<pid>/environ
+        token = env.pop(RT_ENV_TOKEN, "")
+        self._prepare_logs(warm, token)
+        if token:
+            env[RT_ENV_TOKEN_FILE] = TOKEN_FILE
+        warm.rollouts += 1
         exec_id = api.exec_create(
             warm.container.id,
             [self.python, "-I", "-S", "-c", BOOT],
@@ -302,24 +429,29 @@ class DockerSandbox:
                 break
             time.sleep(self.poll_s)
             info = api.exec_inspect(exec_id)
-        if not timed_out and info.get("ExitCode") != 0 and _died(warm.container):
+        exit_code = info.get("ExitCode")
+        if not timed_out and exit_code != 0 and _died(warm.container):
             # the container died under the rollout (killed, engine restart): not the task's
             # fault, so an infrastructure error the evaluator retries
             self._discard(warm)
-            return self._infra(f"container died (exit {info.get('ExitCode')})", started)
-        healthy = not timed_out and _process_count(warm.container) <= 1
-        if not healthy:
+            return self._infra(f"container died (exit {exit_code})", started)
+        if not timed_out and exit_code == SCRATCH_DIRTY and warm.rollouts > 1:
+            raise _Dirty("an earlier rollout left scratch files the boot could not remove")
+        healthy = not timed_out and not self.fresh and _only_init(warm)
+        if not healthy and not self.fresh:
             # a timeout or processes left behind: kill them all with the container
             warm.container.kill()
-        stdout = _tail(warm.log_dir / "stdout")
-        stderr = _tail(warm.log_dir / "stderr")
+        stdout = read_tail(warm.log_dir / "stdout")
+        stderr = read_tail(warm.log_dir / "stderr")
         copy_out(warm.task_dir, job.workdir)
+        with contextlib.suppress(OSError):
+            (warm.log_dir / "token").unlink()  # the token dies with the rollout
         if healthy:
             self._release(warm)
         else:
             self._discard(warm)
         return SandboxResult(
-            exit_code=None if timed_out else info.get("ExitCode"),
+            exit_code=None if timed_out else exit_code,
             timed_out=timed_out,
             wall_s=time.monotonic() - started,
             stdout_tail=stdout,
@@ -344,12 +476,30 @@ def connect():
     return client
 
 
-def _process_count(container) -> int:
-    """Processes alive in the container: its pids cgroup on the host, else `docker top`."""
-    count = live_pid_count(container.id)
-    if count is None:
-        count = len(container.top().get("Processes") or [])
-    return count
+def _init_identity(container) -> tuple | None:
+    """PID 1's host pid, start time, uid and executable, read on the host; None if unknown."""
+    with contextlib.suppress(Exception):
+        container.reload()
+        pid = int(container.attrs["State"]["Pid"])
+        if pid > 0:
+            return process_identity(pid)
+    return None
+
+
+def _only_init(warm: _Container) -> bool:
+    """Whether the container's only process is the init it was created with (same host pid,
+    start time, uid and executable): then no rollout process survives and none took PID 1
+    over. A container whose processes cannot be listed is not known clean."""
+    if warm.init is None:
+        return False
+    pids = cgroup_pids(warm.container.id)
+    if pids is None:
+        try:
+            procs = warm.container.top(ps_args="-eo pid").get("Processes") or []
+            pids = [int(row[0]) for row in procs]
+        except Exception:
+            return False
+    return pids == [warm.init[0]] and process_identity(warm.init[0]) == warm.init
 
 
 def _died(container, within_s: float = 1.0) -> bool:
@@ -374,13 +524,3 @@ def _give_to_sandbox(path: Path) -> None:
         os.chmod(path, 0o700)
     else:  # rootless engines map users differently: let the sandbox user write anyway
         os.chmod(path, 0o777)
-
-
-def _tail(path: Path, limit: int = 4000) -> str:
-    try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            fh.seek(max(0, size - limit))
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""

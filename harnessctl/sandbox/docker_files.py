@@ -1,11 +1,14 @@
 """Host-side file moves for the docker backend: task files in, the rollout's files out.
 
-The files coming out were written by untrusted code: only regular top-level files are
-copied, never through a symlink, and never more than a bounded amount.
+The files coming out were written by untrusted code, which may race the host while it reads
+(until the container is gone): every file is opened with ``O_NOFOLLOW | O_NONBLOCK`` (a
+symlink fails, a FIFO cannot block), checked to be a regular file on the open descriptor,
+and read up to a bound. Only regular top-level files are copied.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -23,17 +26,52 @@ def read_only_tree(root: Path) -> None:
         os.chmod(dirpath, 0o555)
 
 
-def _empty(directory: Path) -> None:
+def _empty(directory: Path) -> bool:
+    """Remove everything in ``directory`` (never following a link); whether it is empty."""
     for entry in os.scandir(directory):
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)
         else:
-            os.unlink(entry.path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+    return not os.listdir(directory)
 
 
-def copy_in(src: Path, dst: Path) -> None:
-    """Reset ``dst`` (the container's /task) to a copy of the prepared task directory."""
-    _empty(dst)
+def open_regular(path: Path) -> int | None:
+    """A read-only descriptor of ``path`` if it is a regular file reached without following
+    a symlink and without blocking (a FIFO or device is refused), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def read_tail(path: Path, limit: int = 4000) -> str:
+    """The last ``limit`` bytes of a regular file the sandbox could write, as text."""
+    fd = open_regular(path)
+    if fd is None:
+        return ""
+    try:
+        size = os.fstat(fd).st_size
+        return os.pread(fd, limit, max(0, size - limit)).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+def copy_in(src: Path, dst: Path) -> bool:
+    """Reset ``dst`` (the container's /task) to a copy of the prepared task directory;
+    False (and nothing copied) when what a rollout left there could not all be removed."""
+    if not _empty(dst):
+        return False
     as_root = os.geteuid() == 0
     for dirpath, _dirnames, filenames in os.walk(src):
         rel = Path(dirpath).relative_to(src)
@@ -49,24 +87,25 @@ def copy_in(src: Path, dst: Path) -> None:
             os.chmod(target, 0o777)
             for name in filenames:
                 os.chmod(target / name, 0o666)
+    return True
 
 
 def copy_out(src: Path, dst: Path) -> None:
     """Copy the regular top-level files the rollout left in ``src`` over ``dst``."""
     for entry in os.scandir(src):
-        try:
-            info = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
-            continue
-        try:
-            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
+        fd = open_regular(Path(entry.path))
+        if fd is None:
             continue
         target = dst / entry.name
-        if target.is_symlink() or target.is_dir():
-            os.close(fd)
+        try:
+            if target.is_symlink() or target.is_dir() or os.fstat(fd).st_size > MAX_FILE_BYTES:
+                continue
+            with open(target, "wb") as fout:
+                left = MAX_FILE_BYTES  # the file may still grow while it is read
+                while left > 0 and (chunk := os.read(fd, min(left, 1024 * 1024))):
+                    fout.write(chunk)
+                    left -= len(chunk)
+        except OSError:
             continue
-        with os.fdopen(fd, "rb") as fin, open(target, "wb") as fout:
-            shutil.copyfileobj(fin, fout, length=1024 * 1024)
+        finally:
+            os.close(fd)
