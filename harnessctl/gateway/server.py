@@ -5,12 +5,19 @@ gateway picks the model and params of the rollout's policy, enforces its budget,
 litellm (:mod:`harnessctl.gateway.llm`) and records every call in the rollout's ledger.
 Calls of one rollout may arrive concurrently: the rollout's state is guarded by its condition
 variable, which is never held while the model is called.
+
+Budgets hold before a request leaves the host: a rollout has at most one model call upstream
+at a time (others wait their turn on the rollout's condition, then meet the budget check
+with every earlier call counted), and a prompt whose size alone (a lower bound of its tokens:
+characters / 8) exceeds what is left of the token budget is refused without being sent. The
+only overrun left is the reply of the one call in flight, which is withheld from the harness.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import json
 import secrets
 import socketserver
 import threading
@@ -31,6 +38,18 @@ from .ledger import (
     RolloutLedger,
 )
 from .transport import Response
+
+
+def prompt_floor(messages: list[dict[str, Any]], tools: Any = None) -> int:
+    """A lower bound of a prompt's tokens: its characters / 8 (no tokenizer packs more)."""
+    chars = 0
+    for m in messages:
+        chars += len(m.get("content") or "")
+        for call in m.get("tool_calls") or ():
+            chars += len(call["function"]["name"]) + len(call["function"]["arguments"])
+    if tools:
+        chars += len(json.dumps(tools))
+    return chars // 8
 
 
 class Completer(Protocol):
@@ -58,6 +77,7 @@ class _Rollout:
     next_index: int = 0
     sent: int = 0  # calls that went (or are going) upstream: what max_calls limits
     in_flight: int = 0
+    closed: bool = False  # revoked: calls still waiting for their turn are refused
     cond: threading.Condition = field(default_factory=threading.Condition)
     episode: episodes.EpisodeSlot | None = None  # a host-served environment's episode
 
@@ -131,7 +151,10 @@ class Gateway:
             self._server.server_close()
             self._server = None
         if self.socket_path is not None:
+            from ..sandbox import OWNER_FILE
+
             self.socket_path.unlink(missing_ok=True)
+            (self.socket_path.parent / OWNER_FILE).unlink(missing_ok=True)
             if self.socket_path.parent.exists():
                 self.socket_path.parent.rmdir()
 
@@ -176,6 +199,8 @@ class Gateway:
         with self._lock:
             state = self._rollouts.pop(token)
         with state.cond:
+            state.closed = True
+            state.cond.notify_all()
             state.cond.wait_for(lambda: state.in_flight == 0, timeout=wait_s)
             calls = sorted(state.ledger.calls, key=lambda c: c.index)
         steps: list[Any] = []
@@ -214,12 +239,22 @@ class Gateway:
                 messages, {k: v for k, v in params.items() if k != "tools"}, started_at
             )
             rec.tools = copy.deepcopy(params.get("tools"))  # litellm may rewrite what it is sent
+            # one call upstream at a time per rollout: the check below sees every earlier call
+            state.cond.wait_for(lambda: state.in_flight == 0 or state.closed)
             used = ledger.total_tokens
+            floor = prompt_floor(messages, params.get("tools"))
             refusal = None
-            if state.sent >= budget.max_calls:
+            if state.closed:
+                refusal = "rollout closed: the call arrived after the rollout ended"
+            elif state.sent >= budget.max_calls:
                 refusal = f"call budget exhausted: {state.sent} of {budget.max_calls} calls used"
             elif used >= budget.max_tokens:
                 refusal = f"token budget exhausted: {used} of {budget.max_tokens} tokens used"
+            elif used + floor > budget.max_tokens:
+                refusal = (
+                    f"token budget exhausted: the prompt alone needs at least {floor} tokens, "
+                    f"{budget.max_tokens - used} of {budget.max_tokens} are left"
+                )
             if refusal is not None:
                 rec.status, rec.error = BUDGET_EXCEEDED, refusal
                 ledger.calls.append(rec)

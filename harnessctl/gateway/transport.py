@@ -2,16 +2,25 @@
 
 Kept apart from :mod:`.server` so the gateway logic (auth, budgets, ledger) reads without the
 socket plumbing. Nothing here prints: socketserver's stderr tracebacks go to a debug log.
+
+What a hostile client can make the host hold is bounded: the token is checked on the headers,
+before any body is read (an unauthorized request never costs its body); a body is at most
+``MAX_BODY_BYTES`` and all bodies being read at once at most ``MAX_BODY_BYTES_IN_FLIGHT``;
+at most ``MAX_CONNECTIONS`` connections are served at once (more are closed on accept) and
+at most ``MAX_REQUESTS_PER_TOKEN`` requests of one token (more get 429); every socket read
+times out after ``SOCKET_TIMEOUT_S``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import socketserver
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -19,7 +28,13 @@ from typing import Any
 from . import protocol
 
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes on Linux, NUL included
-MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_BODY_BYTES = 8 * 1024 * 1024  # a 128k-token context is well under 1 MiB of JSON
+MAX_BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024
+MAX_CONNECTIONS = 128
+DISCARD_BYTES = 1024 * 1024  # what is read (and dropped) of a request that is refused
+MAX_REQUESTS_PER_TOKEN = 16
+SOCKET_TIMEOUT_S = 30  # per read: a request line, a header, a chunk of body
+SANDBOX_GID = 65534  # nogroup: the sandboxes' group when harnessctl runs as root
 Response = tuple[int, dict[str, Any]]
 _log = logging.getLogger(__name__)
 
@@ -28,6 +43,48 @@ class _Quiet:
     # The default backlog of 5 refuses bursts: a full AF_UNIX backlog fails connect() at once
     # with EAGAIN for a client with a timeout, instead of waiting as TCP would.
     request_queue_size = 256
+    max_connections = MAX_CONNECTIONS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._active = 0
+        self._active_lock = threading.Lock()
+        self._body_bytes = 0  # bodies being read now, all connections together
+        super().__init__(*args, **kwargs)
+
+    def reserve_body(self, length: int) -> bool:
+        with self._active_lock:
+            if self._body_bytes + length > MAX_BODY_BYTES_IN_FLIGHT:
+                return False
+            self._body_bytes += length
+            return True
+
+    def release_body(self, length: int) -> None:
+        with self._active_lock:
+            self._body_bytes -= length
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._active_lock:
+            full = self._active >= self.max_connections
+            if not full:
+                self._active += 1
+        if full:  # past the cap: closed at once, no thread, nothing read
+            self.shutdown_request(request)  # type: ignore[attr-defined]
+            return
+        try:
+            super().process_request(request, client_address)  # type: ignore[misc]
+        except Exception:
+            self._release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)  # type: ignore[misc]
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._active_lock:
+            self._active -= 1
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # socketserver would print a traceback (typically a sandbox that hung up mid-reply);
@@ -47,20 +104,38 @@ class TCPServer(_Quiet, socketserver.ThreadingMixIn, socketserver.TCPServer):
 def bind_unix(
     socket_dir: Path | None, handler: type[BaseHTTPRequestHandler]
 ) -> tuple[UnixServer, Path]:
-    """Bind ``gw.sock`` in a fresh ``hxgw-*`` directory (0o711) under ``socket_dir`` or /tmp.
+    """Bind ``gw.sock`` in a fresh ``hxgw-*`` directory under ``socket_dir`` or /tmp (one per
+    run: each sandbox of the run is given this directory alone).
 
-    /tmp rather than $TMPDIR keeps the path short (AF_UNIX limit). The socket is 0o666 because
-    sandboxes run as another uid; the per-rollout bearer token is the access control.
+    /tmp rather than $TMPDIR keeps the path short (AF_UNIX limit). Run as root, the directory
+    is ``root:nogroup`` 0o710 and the socket 0o660: only root and the sandboxes (uid and gid
+    65534) can reach it, no other local user. Otherwise the sandboxes run as you (local) or as
+    65534 (docker), so the directory is 0o711 and the socket 0o666. Either way the
+    per-rollout bearer token is the access control within a run; the bubblewrap sandbox sees
+    its own run's directory only.
     """
+    from ..sandbox import OWNER_FILE, mark_owner
+
     parent = socket_dir or (Path("/tmp") if Path("/tmp").is_dir() else None)
     directory = Path(tempfile.mkdtemp(prefix="hxgw-", dir=parent)).resolve()
     path = directory / "gw.sock"
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:
         directory.rmdir()
         raise ValueError(f"socket path too long for AF_UNIX ({MAX_SOCKET_PATH} max): {path}")
-    directory.chmod(0o711)  # others may reach the socket but not list the directory
+    mark_owner(directory)  # a run killed with SIGKILL leaves it: the next run reaps it
+    os.chmod(directory / OWNER_FILE, 0o600)
+    as_root = os.geteuid() == 0
+    if as_root:
+        os.chown(directory, 0, SANDBOX_GID)
+        directory.chmod(0o710)  # root and the sandboxes' group may reach the socket, no one lists
+    else:
+        directory.chmod(0o711)  # others may reach the socket but not list the directory
     server = UnixServer(str(path), handler)
-    path.chmod(0o666)
+    if as_root:
+        os.chown(path, 0, SANDBOX_GID)
+        path.chmod(0o660)
+    else:
+        path.chmod(0o666)
     return server, path
 
 
@@ -77,10 +152,12 @@ def make_handler(
     ``models`` and each of ``posts`` answer for that rollout.
     """
     extra = dict(posts or {})
+    busy: dict[int, int] = {}  # requests being handled, by rollout
+    busy_lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
-        timeout = 600  # a silent client must not hold a thread forever
+        timeout = SOCKET_TIMEOUT_S  # a silent client must not hold a thread for long
 
         def address_string(self) -> str:
             return "sandbox"  # AF_UNIX peers have no address
@@ -99,20 +176,51 @@ def make_handler(
         def _not_found(self) -> None:
             self._send(404, protocol.error_body("not_found", "not_found", f"no route {self.path}"))
 
-        def _rollout(self) -> Any | None:
+        def _rollout(self, send: bool = True) -> Any | None:
             rollout = authorize(self.headers.get("Authorization"))
-            if rollout is None:
-                msg = "unknown or revoked token"
-                self._send(401, protocol.error_body("authentication_error", "invalid_token", msg))
+            if rollout is None and send:
+                self._unauthorized()
             return rollout
+
+        def _unauthorized(self) -> None:
+            msg = "unknown or revoked token"
+            self._send(401, protocol.error_body("authentication_error", "invalid_token", msg))
+
+        def _discard_body(self) -> None:
+            """Read and drop a small body (up to DISCARD_BYTES, 64 KiB at a time) so that the
+            client gets the answer; a larger or unknown one is left unread and the connection
+            closed after the answer."""
+            self.close_connection = True
+            try:
+                left = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                return
+            if not 0 < left <= DISCARD_BYTES:
+                return
+            with contextlib.suppress(OSError):
+                while left > 0 and (chunk := self.rfile.read(min(left, 65536))):
+                    left -= len(chunk)
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") != "/v1/models":
                 self._not_found()
             elif (rollout := self._rollout()) is not None:
-                self._send(200, models(rollout))
+                with self._slot(rollout) as ok:
+                    if ok:
+                        self._send(200, models(rollout))
 
         def do_POST(self) -> None:
+            path = self.path.rstrip("/")
+            route = chat if path == "/v1/chat/completions" else extra.get(path)
+            if route is None:
+                self._discard_body()
+                self._not_found()
+                return
+            rollout = self._rollout(send=False)  # on the headers: a wrong token's body is
+            if rollout is None:  # never kept, only discarded (a little, so the client can
+                self._discard_body()  # read its 401) or left unread on a closed connection
+                self._unauthorized()
+                return
             try:
                 length = int(self.headers.get("Content-Length") or 0)
             except ValueError:
@@ -122,12 +230,43 @@ def make_handler(
                 msg = f"Content-Length must be 0..{MAX_BODY_BYTES}"
                 self._send(413, protocol.error_body("invalid_request_error", "bad_request", msg))
                 return
-            raw = self.rfile.read(length)
-            path = self.path.rstrip("/")
-            route = chat if path == "/v1/chat/completions" else extra.get(path)
-            if route is None:
-                self._not_found()
-            elif (rollout := self._rollout()) is not None:
+            with self._slot(rollout) as ok:
+                if not ok:
+                    return
+                server = self.server
+                if not server.reserve_body(length):  # type: ignore[attr-defined]
+                    self.close_connection = True
+                    msg = "the gateway is reading too many request bodies at once; retry"
+                    self._send(503, protocol.error_body("server_error", "overloaded", msg))
+                    return
+                try:
+                    raw = self.rfile.read(length)
+                finally:
+                    server.release_body(length)  # type: ignore[attr-defined]
+                if len(raw) < length:  # the client hung up or timed out mid-body
+                    self.close_connection = True
+                    return
                 self._send(*route(rollout, raw))
+
+        @contextlib.contextmanager
+        def _slot(self, rollout: Any) -> Iterator[bool]:
+            """At most MAX_REQUESTS_PER_TOKEN requests of one rollout at once (429 past it)."""
+            key = id(rollout)
+            with busy_lock:
+                ok = busy.get(key, 0) < MAX_REQUESTS_PER_TOKEN
+                if ok:
+                    busy[key] = busy.get(key, 0) + 1
+            if not ok:
+                self.close_connection = True
+                msg = f"more than {MAX_REQUESTS_PER_TOKEN} requests of this token at once"
+                self._send(429, protocol.error_body("rate_limit_error", "too_many_requests", msg))
+            try:
+                yield ok
+            finally:
+                if ok:
+                    with busy_lock:
+                        busy[key] -= 1
+                        if not busy[key]:
+                            del busy[key]
 
     return Handler
