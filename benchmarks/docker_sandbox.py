@@ -4,9 +4,12 @@
 Measures, at 1 and 2 workers, with the offline policy (sim/dbbench), the same episodes
 (tasks dev-000.. of examples/dbbench, seed 0, harness dbbench-base) three ways:
 
-* eval-docker: `harnessctl eval --sandbox docker`, per-rollout cost taken as the slope
-  between a run of N fresh rollouts and one of W (the number of workers), so that its fixed
-  costs (start-up, litellm import, gateway, one container per worker, close) cancel out;
+* eval-docker: `harnessctl eval --sandbox docker` (the hardened warm containers of issue
+  #14: root-owned init checked between rollouts, seccomp allowlist, scratch wiped at boot,
+  host-owned log files), per-rollout cost taken as the slope between a run of N fresh
+  rollouts and one of W (the number of workers), so that its fixed costs (start-up, litellm
+  import, gateway, one container per worker, close) cancel out;
+* eval-fresh: the same with `HARNESSCTL_DOCKER_FRESH=1`, one container per rollout;
 * exec-warm (b): a bare loop of exec into one warm container per worker, through the
   engine's HTTP API (create, start detached, poll every 10 ms, as the backend does);
 * run-cold (a): a bare loop of `docker run --rm`, one container per episode.
@@ -29,6 +32,7 @@ Every loop checks that each episode wrote a result and made its model calls; the
 tokens of all episodes are printed next to eval's, as evidence that the work is the same.
 
 usage: .venv/bin/python benchmarks/docker_sandbox.py [--rollouts 40] [--json out.json]
+       .venv/bin/python benchmarks/docker_sandbox.py --rollouts 12 --worker-counts 2
        .venv/bin/python benchmarks/docker_sandbox.py --loop exec-warm --workers 2 --rollouts 20
 (the second runs one bare loop alone, for whole-process timing with /usr/bin/time -v).
 Needs a running engine and the image (scripts/build-runtime-image.sh); imports harnessctl.
@@ -96,13 +100,17 @@ def task_ids(n: int) -> list[str]:
 
 
 # --- (0) harnessctl eval ----------------------------------------------------------------
-def eval_once(workers: int, n: int, repeat: bool = False) -> tuple[float, dict, float | None]:
-    """Wall seconds and --json output of one eval of n fresh rollouts (and of its re-run)."""
+def eval_once(
+    workers: int, n: int, repeat: bool = False, fresh: bool = False
+) -> tuple[float, dict, float | None]:
+    """Wall seconds and --json output of one eval of n fresh rollouts (and of its re-run);
+    ``fresh``: one container per rollout (HARNESSCTL_DOCKER_FRESH=1)."""
     ws = Path(tempfile.mkdtemp(prefix="hxbench-"))
     shutil.copytree(ROOT / "harnesses" / "dbbench-base", ws / "harnesses" / "dbbench-base")
     shutil.copytree(ROOT / "examples" / "dbbench", ws / "examples" / "dbbench")
     (ws / "harnessctl.yaml").write_text("suite: examples/dbbench\n")
     env = {**os.environ, "HARNESSCTL_WORKSPACE": str(ws)}
+    env["HARNESSCTL_DOCKER_FRESH"] = "1" if fresh else "0"
     tasks = [x for t in task_ids(n) for x in ("--task", t)]
     cmd = [harnessctl(), "eval", "dbbench-base", "--sandbox", "docker", "--json"]
     cmd += ["--rollouts", "1", "--workers", str(workers), "--policy", POLICY, *tasks]
@@ -122,7 +130,7 @@ def eval_once(workers: int, n: int, repeat: bool = False) -> tuple[float, dict, 
     return wall, first, cached[0] if cached else None
 
 
-def bench_eval(workers: int, n: int) -> dict:
+def bench_eval(workers: int, n: int, fresh: bool = False) -> dict:
     """Per-rollout cost as the slope between an eval of n rollouts and one of `workers`.
 
     Both pay the same fixed costs: process start-up, store, and the session's start and
@@ -131,8 +139,8 @@ def bench_eval(workers: int, n: int) -> dict:
     earlier versions, leaves the session's start-up in the per-rollout figure; it is still
     reported (`s_per_rollout_cache_method`).
     """
-    total, out, cached = eval_once(workers, n, repeat=True)
-    small, _, _ = eval_once(workers, workers)
+    total, out, cached = eval_once(workers, n, repeat=True, fresh=fresh)
+    small, _, _ = eval_once(workers, workers, fresh=fresh)
     busy = max(total - small, 1e-9)
     assert cached is not None
     return {
@@ -196,6 +204,9 @@ class Episodes:
         for sub in ("task", "log"):
             (home / sub).mkdir()
             give_to_sandbox(home / sub)
+        for name in ("stdout", "stderr"):  # the backend's boot writes only files the host made
+            (home / "log" / name).touch()
+            give_to_sandbox(home / "log" / name)
         return home
 
     def mounts(self, home: Path) -> list[str]:
@@ -367,6 +378,9 @@ def main() -> None:
         help="run only this bare loop, once, at --workers (for whole-process timing)",
     )
     parser.add_argument("--workers", type=int, default=1, help="workers of --loop")
+    parser.add_argument(
+        "--worker-counts", default="1,2", help="worker counts to measure (comma-separated)"
+    )
     args = parser.parse_args()
     n = args.rollouts
     if n < 3 and not args.loop:
@@ -379,19 +393,22 @@ def main() -> None:
         [str(ROOT / "scripts" / "build-runtime-image.sh")], check=True, stdout=subprocess.DEVNULL
     )
     results: dict = {"rollouts": n, "cpus": os.cpu_count(), "image": IMAGE}
-    for workers in (1, 2):
+    for workers in (int(w) for w in args.worker_counts.split(",")):
         row = {
             "eval-docker": bench_eval(workers, n),
+            "eval-fresh": bench_eval(workers, n, fresh=True),
             "exec-warm": bench_exec_warm(workers, n),
             "run-cold": bench_run_cold(workers, n),
         }
-        ev, warm = row["eval-docker"], row["exec-warm"]
+        ev, warm, fresh = row["eval-docker"], row["exec-warm"], row["eval-fresh"]
         row["overhead_ms"] = 1000 * (ev["s_per_rollout"] - warm["s_per_rollout"])
         row["throughput_ratio"] = ev["rollouts_per_s"] / warm["rollouts_per_s"]
+        row["fresh_overhead_ms"] = 1000 * (fresh["s_per_rollout"] - warm["s_per_rollout"])
+        row["fresh_throughput_ratio"] = fresh["rollouts_per_s"] / warm["rollouts_per_s"]
         row["overhead_ok"] = row["overhead_ms"] <= OVERHEAD_TARGET_MS
         row["throughput_ok"] = row["throughput_ratio"] >= THROUGHPUT_TARGET
         results[f"workers={workers}"] = row
-        for name in ("eval-docker", "exec-warm", "run-cold"):
+        for name in ("eval-docker", "eval-fresh", "exec-warm", "run-cold"):
             m = row[name]
             print(
                 f"workers={workers} {name:11s} {m['rollouts_per_s']:6.2f} rollouts/s"
@@ -404,6 +421,10 @@ def main() -> None:
             f" throughput {100 * row['throughput_ratio']:.0f}% of (b)"
             f" (target >= {100 * THROUGHPUT_TARGET:.0f}%:"
             f" {'met' if row['throughput_ok'] else 'MISSED'})"
+        )
+        print(
+            f"workers={workers} fresh container per rollout: {row['fresh_overhead_ms']:+.1f}"
+            f" ms/rollout over (b); throughput {100 * row['fresh_throughput_ratio']:.0f}% of (b)"
         )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -43,6 +43,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +187,7 @@ class DockerSandbox:
         self._copy_lock = threading.Lock()
         self._harness_copies: dict[str, str] = {}
         self._seccomp = ""
+        self._remover: ThreadPoolExecutor | None = None  # removes used containers off the clock
 
     # --- lifecycle ---------------------------------------------------------------------
     def start(self, gateway_dir: Path | None = None) -> None:
@@ -237,6 +239,9 @@ class DockerSandbox:
         }
 
     def close(self) -> None:
+        if self._remover is not None:
+            self._remover.shutdown(wait=True)
+            self._remover = None
         if self.client is not None:
             with self._lock:
                 self._idle.clear()
@@ -313,15 +318,20 @@ class DockerSandbox:
         with self._lock:
             self._idle.append(warm)
 
-    def _discard(self, warm: _Container) -> None:
-        """Kill a container (and every process in it); the next rollout gets a fresh one."""
+    def _discard(self, warm: _Container, background: bool = False) -> None:
+        """Kill a container (and every process in it); the next rollout gets a fresh one.
+        ``background``: the container holds no process of a rollout any more (it was killed,
+        or only its init is left), so it is removed off the rollout's clock."""
         with self._lock:
             if warm in self._all:
                 self._all.remove(warm)
-        # already gone or the engine is down: the reaper retries at close
-        with contextlib.suppress(Exception):
-            warm.container.remove(force=True)
-        shutil.rmtree(warm.home, ignore_errors=True)
+            if background and self._remover is None:
+                self._remover = ThreadPoolExecutor(2, thread_name_prefix="hx-docker-rm")
+            remover = self._remover if background else None
+        if remover is not None:
+            remover.submit(_remove, warm)
+        else:
+            _remove(warm)
 
     def _harness_dir(self, job: Job) -> str:
         assert self.root is not None
@@ -437,10 +447,11 @@ class DockerSandbox:
             return self._infra(f"container died (exit {exit_code})", started)
         if not timed_out and exit_code == SCRATCH_DIRTY and warm.rollouts > 1:
             raise _Dirty("an earlier rollout left scratch files the boot could not remove")
-        healthy = not timed_out and not self.fresh and _only_init(warm)
-        if not healthy and not self.fresh:
+        clean = not timed_out and _only_init(warm)
+        if not clean:
             # a timeout or processes left behind: kill them all with the container
             warm.container.kill()
+        healthy = clean and not self.fresh
         stdout = read_tail(warm.log_dir / "stdout")
         stderr = read_tail(warm.log_dir / "stderr")
         copy_out(warm.task_dir, job.workdir)
@@ -449,7 +460,7 @@ class DockerSandbox:
         if healthy:
             self._release(warm)
         else:
-            self._discard(warm)
+            self._discard(warm, background=True)
         return SandboxResult(
             exit_code=None if timed_out else exit_code,
             timed_out=timed_out,
@@ -474,6 +485,13 @@ def connect():
             f"no Docker engine reachable ({type(exc).__name__}: {exc}); {START_HINT}"
         ) from exc
     return client
+
+
+def _remove(warm: _Container) -> None:
+    # already gone or the engine is down: the reaper retries at close
+    with contextlib.suppress(Exception):
+        warm.container.remove(force=True)
+    shutil.rmtree(warm.home, ignore_errors=True)
 
 
 def _init_identity(container) -> tuple | None:
