@@ -126,7 +126,11 @@ def eval_once(
     finally:
         shutil.rmtree(ws, ignore_errors=True)
     if first["executed"] != n or (cached and cached[1]["cached"] != n):
-        raise RuntimeError(f"eval of {n} rollouts ran {first['executed']}")
+        raise RuntimeError(
+            f"eval of {n} rollouts ran {first['executed']}"
+            + (f", its re-run found {cached[1]['cached']} cached" if cached else "")
+            + f": {first['summary']['outcomes']}, infra_failed {first.get('infra_failed')}"
+        )
     return wall, first, cached[0] if cached else None
 
 

@@ -19,7 +19,7 @@ from ci import unavailable
 from test_eval_cli import invoke, rows, task_flags
 
 from harnessctl.errors import HarnessctlError
-from harnessctl.sandbox.docker import DEFAULT_IMAGE, DockerSandbox, connect
+from harnessctl.sandbox.docker import DEFAULT_IMAGE, SECCOMP_PROFILE, DockerSandbox, connect
 from harnessctl.sandbox.docker_reaper import live_pid_count, reap_containers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,3 +179,31 @@ def test_a_container_killed_mid_run_is_an_infra_error_then_retried(workspace, do
     stored = rows(workspace)
     retried = [(r.task_id, r.outcome, r.error, r.attempts) for r in stored]
     assert max(r.attempts for r in stored) >= 2, retried  # at least one rollout was retried
+
+
+def test_seccomp_profile_refuses_what_reaches_other_processes_or_outlives_a_rollout():
+    """No engine needed: the allowlist the containers run under (issue #14)."""
+    profile = json.loads(SECCOMP_PROFILE.read_text())
+    assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
+    allowed = {
+        name
+        for rule in profile["syscalls"]
+        if rule["action"] == "SCMP_ACT_ALLOW"
+        for name in rule["names"]
+    }
+    refused = {
+        "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+        "shmget", "shmat", "msgget", "semget", "ipc", "mq_open", "mq_timedsend",
+        "unshare", "setns", "mount", "chroot", "bpf", "perf_event_open", "userfaultfd",
+        "keyctl", "add_key", "io_uring_setup", "open_by_handle_at", "clone3",
+    }  # fmt: skip
+    assert not allowed & refused, allowed & refused
+    assert {"read", "write", "execve", "clone", "wait4", "socket", "connect"} <= allowed
+
+
+def test_fresh_mode_from_the_environment(monkeypatch):
+    monkeypatch.setenv("HARNESSCTL_DOCKER_FRESH", "1")
+    assert DockerSandbox().fresh is True
+    monkeypatch.setenv("HARNESSCTL_DOCKER_FRESH", "0")
+    assert DockerSandbox().fresh is False
+    assert DockerSandbox(fresh=True).fresh is True
