@@ -5,7 +5,8 @@ socket plumbing. Nothing here prints: socketserver's stderr tracebacks go to a d
 
 What a hostile client can make the host hold is bounded: the token is checked on the headers,
 before any body is read (an unauthorized request never costs its body); a body is at most
-``MAX_BODY_BYTES`` and all bodies being read at once at most ``MAX_BODY_BYTES_IN_FLIGHT``;
+``MAX_BODY_BYTES`` and all bodies held at once (read and not yet answered) at most
+``MAX_BODY_BYTES_IN_FLIGHT`` (503 past it);
 at most ``MAX_CONNECTIONS`` connections are served at once (more are closed on accept) and
 at most ``MAX_REQUESTS_PER_TOKEN`` requests of one token (more get 429); every socket read
 times out after ``SOCKET_TIMEOUT_S``.
@@ -32,7 +33,7 @@ MAX_BODY_BYTES = 8 * 1024 * 1024  # a 128k-token context is well under 1 MiB of 
 MAX_BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024
 MAX_CONNECTIONS = 128
 DISCARD_BYTES = 1024 * 1024  # what is read (and dropped) of a request that is refused
-MAX_REQUESTS_PER_TOKEN = 16
+MAX_REQUESTS_PER_TOKEN = 32
 SOCKET_TIMEOUT_S = 30  # per read: a request line, a header, a chunk of body
 SANDBOX_GID = 65534  # nogroup: the sandboxes' group when harnessctl runs as root
 Response = tuple[int, dict[str, Any]]
@@ -48,7 +49,7 @@ class _Quiet:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._active = 0
         self._active_lock = threading.Lock()
-        self._body_bytes = 0  # bodies being read now, all connections together
+        self._body_bytes = 0  # bodies held now (read, not yet answered), all connections
         super().__init__(*args, **kwargs)
 
     def reserve_body(self, length: int) -> bool:
@@ -235,18 +236,18 @@ def make_handler(
                     return
                 server = self.server
                 if not server.reserve_body(length):  # type: ignore[attr-defined]
-                    self.close_connection = True
-                    msg = "the gateway is reading too many request bodies at once; retry"
+                    self._discard_body()
+                    msg = "the gateway holds too many request bodies at once; retry"
                     self._send(503, protocol.error_body("server_error", "overloaded", msg))
                     return
-                try:
+                try:  # the bytes stay reserved until the request is answered
                     raw = self.rfile.read(length)
+                    if len(raw) < length:  # the client hung up or timed out mid-body
+                        self.close_connection = True
+                        return
+                    self._send(*route(rollout, raw))
                 finally:
                     server.release_body(length)  # type: ignore[attr-defined]
-                if len(raw) < length:  # the client hung up or timed out mid-body
-                    self.close_connection = True
-                    return
-                self._send(*route(rollout, raw))
 
         @contextlib.contextmanager
         def _slot(self, rollout: Any) -> Iterator[bool]:
@@ -257,7 +258,7 @@ def make_handler(
                 if ok:
                     busy[key] = busy.get(key, 0) + 1
             if not ok:
-                self.close_connection = True
+                self._discard_body()
                 msg = f"more than {MAX_REQUESTS_PER_TOKEN} requests of this token at once"
                 self._send(429, protocol.error_body("rate_limit_error", "too_many_requests", msg))
             try:

@@ -46,6 +46,7 @@ from . import Job, SandboxResult, mark_owner, reap_stale, stage_packages
 SANDBOX_UID = 65534  # nobody
 BOOT = "import sys; sys.path.insert(0, {path!r}); from harnessctl_runtime.boot import main; main()"
 ALLOW_ENV = "HARNESSCTL_ALLOW_UNISOLATED"
+BWRAP_ENV = "HARNESSCTL_BWRAP"
 TAIL_BYTES = 4000  # what the host keeps of each of stdout and stderr
 TMPFS_BYTES = 64 * 1024 * 1024  # the private /tmp (and /dev/shm) of one rollout
 EXIT_GRACE_S = 0.5  # reading on after the runtime exited (output still in the pipe)
@@ -126,7 +127,9 @@ class LocalSandbox:
         self.allow_untrusted = (
             _truthy(os.environ.get(ALLOW_ENV)) if allow_untrusted is None else allow_untrusted
         )
-        self.bwrap = bwrap if bwrap is not None else (shutil.which("bwrap") or "")
+        if bwrap is None:  # HARNESSCTL_BWRAP names another bwrap ("" or a bad path: fallback)
+            bwrap = os.environ.get(BWRAP_ENV, shutil.which("bwrap") or "")
+        self.bwrap = bwrap
         self.root: Path | None = None
         self.gateway_dir: Path | None = None
         self.prefix: list[str] = []
@@ -176,7 +179,7 @@ class LocalSandbox:
                 }
             why = f"bubblewrap cannot run here: {why}"
         elif self.isolate:
-            why = "bubblewrap (bwrap) is not installed: apt-get install -y bubblewrap"
+            why = "bubblewrap (bwrap) is not installed (apt-get install -y bubblewrap)"
         return self._fallback(why)
 
     def _fallback(self, why: str) -> tuple[list[str], dict]:
