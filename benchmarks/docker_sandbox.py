@@ -61,8 +61,8 @@ from harnessctl.gateway.llm import get_litellm
 from harnessctl.harness import load_harness
 from harnessctl.policies import get_offline_policy, oracle
 from harnessctl.policy import Policy
-from harnessctl.sandbox import Limits
-from harnessctl.sandbox.docker import BOOT, LOG_DIR, SANDBOX_USER
+from harnessctl.sandbox import Job, Limits
+from harnessctl.sandbox.docker import BOOT, LOG_DIR, SANDBOX_USER, DockerSandbox
 from harnessctl.sandbox.docker_files import read_only_tree
 from harnessctl.suite import load_suite
 
@@ -369,6 +369,85 @@ def bench_run_cold(workers: int, n: int) -> dict:
         return result(n, wall, episodes)
 
 
+# --- interleaved: the backend itself, hardened warm vs fresh, against (b) -------------------
+def bench_interleaved(workers: int, n: int, rounds: int) -> dict:
+    """The sandbox layer alone, on a busy machine: every round runs the same n episodes
+    through (b) the bare warm exec loop, the docker backend's hardened warm containers
+    (`DockerSandbox().run`) and its fresh container per rollout (`fresh=True`), one after
+    the other, so a change in the machine's load hits all three alike. Reports each one's
+    per-round ms/rollout and their medians. What the backend adds over (b): the copies of
+    the task files in and out, the log and token files, the scratch wipe at boot, the
+    process check and, in fresh mode, a container per rollout."""
+    with Episodes(n) as episodes:
+        gw_dir = episodes.gateway.socket_path.parent  # type: ignore[union-attr]
+        homes = [episodes.home() for _ in range(workers)]
+        names = [f"hxbench-{os.getpid()}-{w}" for w in range(workers)]
+        idle = [PYTHON, "-I", "-S", "-c", "import signal; signal.pause()"]
+        backends = {"hardened-warm": DockerSandbox(), "hardened-fresh": DockerSandbox(fresh=True)}
+        times: dict[str, list[float]] = {"exec-warm": [], **{k: [] for k in backends}}
+        try:
+            for name, home in zip(names, homes, strict=True):
+                subprocess.run(
+                    ["docker", "run", "-d", "--name", name, *HARDENING]
+                    + [*episodes.mounts(home), IMAGE, *idle],
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
+            for backend in backends.values():
+                backend.start(gw_dir)
+            engines = [Engine() for _ in range(workers)]
+
+            def bare(w: int, i: int) -> None:
+                api, task_dir = engines[w], homes[w] / "task"
+                rollout_id, token, env = episodes.open(i, task_dir)
+                body = {
+                    "Cmd": [PYTHON, "-I", "-S", "-c", BOOT],
+                    "Env": [f"{k}={v}" for k, v in env.items()],
+                    "User": SANDBOX_USER,
+                    "WorkingDir": "/task",
+                }
+                exec_id = api.call("POST", f"/containers/{names[w]}/exec", body)["Id"]
+                api.call("POST", f"/exec/{exec_id}/start", {"Detach": True})
+                while (info := api.call("GET", f"/exec/{exec_id}/json"))["Running"]:
+                    time.sleep(0.01)
+                if info["ExitCode"] != 0:
+                    raise RuntimeError(f"exec exited {info['ExitCode']}")
+                episodes.close(rollout_id, token, task_dir)
+
+            def through(backend: DockerSandbox):
+                def one(_w: int, i: int) -> None:
+                    workdir = Path(tempfile.mkdtemp(prefix="job-", dir=episodes.root))
+                    rollout_id, token, env = episodes.open(i, workdir)
+                    code = episodes.env.sandbox_code
+                    job = Job(rollout_id, episodes.harness, workdir, env, LIMITS, (code,))
+                    res = backend.run(job)
+                    if res.infra_error or res.exit_code != 0:
+                        raise RuntimeError(f"rollout failed: {res.infra_error or res.exit_code}")
+                    episodes.close(rollout_id, token, workdir)
+                    shutil.rmtree(workdir)
+
+                return one
+
+            loops = {"exec-warm": bare, **{k: through(b) for k, b in backends.items()}}
+            for one in loops.values():  # warm-up: first containers, first imports
+                timed_loop(workers, workers, one)
+            for _ in range(rounds):
+                for name, one in loops.items():
+                    times[name].append(1000 * timed_loop(workers, n, one) / n)
+        finally:
+            for backend in backends.values():
+                backend.close()
+            subprocess.run(["docker", "rm", "-f", *names], capture_output=True)
+    medians = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    base = medians["exec-warm"]
+    return {
+        "ms_per_rollout": times,
+        "median_ms_per_rollout": medians,
+        "overhead_ms": {k: medians[k] - base for k in backends},
+        "throughput_ratio": {k: base / medians[k] for k in backends},
+    }
+
+
 LOOPS = {"exec-warm": bench_exec_warm, "run-cold": bench_run_cold}
 
 
@@ -385,8 +464,26 @@ def main() -> None:
     parser.add_argument(
         "--worker-counts", default="1,2", help="worker counts to measure (comma-separated)"
     )
+    parser.add_argument(
+        "--interleaved",
+        type=int,
+        metavar="ROUNDS",
+        help="measure the backend itself (hardened warm, fresh, (b)) in ROUNDS interleaved "
+        "rounds of --rollouts episodes at --workers, instead of the eval measurements",
+    )
     args = parser.parse_args()
     n = args.rollouts
+    if args.interleaved:
+        figures = bench_interleaved(args.workers, n, args.interleaved)
+        for name, ms in figures["median_ms_per_rollout"].items():
+            runs = " ".join(f"{t:.0f}" for t in figures["ms_per_rollout"][name])
+            print(f"workers={args.workers} {name:15s} median {ms:7.1f} ms/rollout  ({runs})")
+        for name, over in figures["overhead_ms"].items():
+            ratio = figures["throughput_ratio"][name]
+            print(f"{name}: {over:+.1f} ms/rollout over (b), throughput {100 * ratio:.0f}% of (b)")
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2))
+        return
     if n < 3 and not args.loop:
         parser.error("--rollouts must be at least 3 (eval's cost is a slope from 2 workers up)")
     if args.loop:

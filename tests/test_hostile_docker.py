@@ -33,7 +33,6 @@ from pathlib import Path
 
 import pytest
 from test_docker_sandbox import docker_engine  # noqa: F401 (fixture)
-from test_hostile import wait_gone
 
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
@@ -196,6 +195,17 @@ def _attack(state):
         _payload()
     raise RuntimeError("HOSTILE " + _json.dumps(seen))
 '''
+
+
+def wait_gone(marker: str, within_s: float = 5.0) -> list[str]:
+    """Host processes whose command line carries ``marker``, once they had time to die."""
+    deadline = time.monotonic() + within_s
+    while True:
+        out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        left = [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.1)
 
 
 def hostile_harness(tmp: Path, marker: str) -> Path:

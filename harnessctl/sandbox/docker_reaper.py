@@ -93,8 +93,13 @@ def process_identity(pid: int) -> tuple | None:
         raw = Path(f"/proc/{pid}/stat").read_text()
         start = int(raw[raw.rindex(")") + 2 :].split()[19])
         uid = os.stat(f"/proc/{pid}").st_uid
-        exe = os.readlink(f"/proc/{pid}/exe")
     except (OSError, ValueError, IndexError):
+        return None
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except PermissionError:  # another user's process seen by a non-root host
+        exe = ""
+    except OSError:
         return None
     return (pid, start, uid, exe)
 
