@@ -24,6 +24,7 @@ from harnessctl.profiles.router import route
 from harnessctl.profiles.runner import load_profiles
 from harnessctl.suite import load_suite
 from harnessctl.workspace import init_workspace, load_workspace
+from tests.openai_stub import OpenAIStub, Reply
 
 runner = CliRunner()
 SEEDS = 3  # held-out rollouts per test task
@@ -164,6 +165,27 @@ def test_route_command_ranks_from_profiles(ws, profiled, cli) -> None:
     assert any(failed[0].outcome in reason for reason in out["top"][0]["reasons"])
     bad = runner.invoke(app, ["route", "--task", "nope", "--failures", ids])
     assert bad.exit_code == 1 and "not nope" in bad.output
+    # an LLM voter's call lands in the call log, with its purpose
+    before = len(store.calls(purpose="voter"))
+    with OpenAIStub() as stub:
+        stub.push(Reply(" > ".join(siblings(ws))))
+        voted = cli(
+            "route",
+            "--task",
+            task,
+            "--failures",
+            ids,
+            "--voter",
+            "openai/stub-voter",
+            "--voter-param",
+            f"api_base={stub.url}",
+            "--voter-param",
+            "api_key=sk-not-stored",
+        )
+    assert voted["task_id"] == task
+    logged = store.calls(purpose="voter")[before:]
+    assert len(logged) == 1 and logged[0].status == "ok"
+    assert "sk-not-stored" not in (logged[0].params_json or "")
 
 
 def test_rank1_routed_eval_beats_base_at_equal_rollouts(ws, profiled, cli) -> None:

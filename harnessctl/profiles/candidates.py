@@ -58,6 +58,7 @@ def route_failures(
     every harness with a current profile under the rollouts' policy; never a harness that
     produced one of the failures."""
     from ..evolve.digest import digest
+    from .voting import record_vote_calls
 
     rows = failed_rollouts(store, task_id, rollout_ids)
     policy_id, suite = rows[0].policy_id, rows[0].suite
@@ -72,7 +73,7 @@ def route_failures(
     profiles = load_profiles(
         store, specs, policy_id=policy_id, suite=suite, avoid_split=rows[0].split
     )
-    return route(
+    result = route(
         profiles,
         task_id=task_id,
         category=rows[0].category,
@@ -81,3 +82,5 @@ def route_failures(
         voters=voters,
         digests=[digest(r, store.trajectory(r)).render() for r in rows],
     )
+    record_vote_calls(store, result.votes)  # the voters' calls belong in the call log
+    return result

@@ -19,7 +19,7 @@ from ..harness import HarnessSpec
 from ..summary import Summary, summarize
 from .router import route
 from .runner import load_profiles
-from .voting import Voter
+from .voting import Voter, record_vote_calls
 
 
 @dataclass
@@ -63,7 +63,8 @@ def routed_eval(
         suite=request.suite.name,
         avoid_split=request.split,
     )
-    base_rows = evaluate(request, store, progress).rows
+    base = evaluate(request, store, progress)
+    base_rows, base_run = base.rows, base.run_id
     per_task: dict[str, list] = defaultdict(list)
     for row in base_rows:
         per_task[row.task_id].append(row)
@@ -81,6 +82,7 @@ def routed_eval(
             k=1,
             voters=voters,
         )
+        record_vote_calls(store, result.votes, run_id=base_run)
         choices[task_id] = result.top[0].name
         pairs[result.top[0].name] += [(r.task_id, r.seed) for r in rows]
     by_name = {s.name: s for s in candidates}
