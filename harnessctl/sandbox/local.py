@@ -30,6 +30,7 @@ a bounded tail, never buffered whole.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import selectors
 import shutil
@@ -83,6 +84,7 @@ def untrusted(job: Job) -> bool:
     return bool(getattr(manifest, "edit_id", None) or getattr(manifest, "direction", None))
 
 
+@functools.lru_cache(maxsize=8)  # once per process and interpreter: it runs ldd
 def python_files(python: str) -> tuple[str, list[str], list[str]]:
     """(the real interpreter, the directories of its standard library, the shared libraries
     the interpreter and the stdlib's extension modules link, the loader included)."""
@@ -230,8 +232,11 @@ class LocalSandbox:
                 if (Path(d) / sub).is_dir():
                     binds += ["--tmpfs", str(Path(d) / sub)]
         self._binds, self._exe = binds, exe
-        ok, why = _probe([*self._command([]), exe, "-I", "-S", "-c", "pass"], **self._popen_user())
-        return ok, why
+        assert self.root is not None
+        rt = str(self.root / "rt")  # the sandbox user must reach what is bound from our dirs
+        check = f"import sys; sys.path.insert(0, {rt!r}); import harnessctl_runtime"
+        cmd = [*self._command(["--ro-bind", rt, rt]), exe, "-I", "-S", "-c", check]
+        return _probe(cmd, **self._popen_user())
 
     def _command(self, extra: list[str], chdir: str = "/") -> list[str]:
         """The bwrap command line up to the program: namespaces, system binds, ``extra``."""
