@@ -33,6 +33,9 @@ tokens of all episodes are printed next to eval's, as evidence that the work is 
 
 usage: .venv/bin/python benchmarks/docker_sandbox.py [--rollouts 40] [--json out.json]
        .venv/bin/python benchmarks/docker_sandbox.py --rollouts 12 --worker-counts 2
+       .venv/bin/python benchmarks/docker_sandbox.py --interleaved 5 --workers 2 --rollouts 12
+(the last measures the backend itself, hardened warm vs fresh vs (b), in interleaved rounds:
+the figure to trust on a machine other jobs load, where eval slopes are noise).
        .venv/bin/python benchmarks/docker_sandbox.py --loop exec-warm --workers 2 --rollouts 20
 (the second runs one bare loop alone, for whole-process timing with /usr/bin/time -v).
 Needs a running engine and the image (scripts/build-runtime-image.sh); imports harnessctl.
