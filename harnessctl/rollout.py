@@ -222,7 +222,8 @@ class RolloutSession:
             seed=seed,
             env=task.env,
             harness=HarnessRef(name=harness.name, hash=harness.hash),
-            policy=PolicyRef(model=policy.model, params=redact(policy.params)),
+            # a credential given shows as "***": that one was set, never what it was
+            policy=PolicyRef(model=policy.model, params=redact(policy.call_params)),
             outcome=outcome.value,
             result=RuntimeResult.model_validate(runtime_result) if runtime_result else None,
             score=None
