@@ -152,6 +152,29 @@ def test_cells_are_stored_as_mysql_stores_them_and_compare_case_insensitively(tm
     conn.close()
 
 
+def test_an_update_naming_the_unaccented_value_changes_the_row(tmp_path):
+    """The table is built under MySQL 8's default collation (utf8mb4_0900_ai_ci): an UPDATE
+    whose WHERE names 'Jose' changes the row holding 'José', as it does on MySQL, and the
+    checksum sees the change."""
+    record = copy.deepcopy(RECORDS[0])
+    record["table"]["table_info"]["rows"] = [
+        ["José Pérez", 7, "x", "y", "z"],
+        ["Ann", 1, "", "", ""],
+    ]
+    build_database(record, tmp_path / "db.sqlite")
+    conn = sqlcompat.connect(str(tmp_path / "db.sqlite"))
+    table = sqlcompat.quote_ident(record["table"]["table_name"])
+    column = sqlcompat.quote_ident(record["table"]["table_info"]["columns"][1]["name"])
+    before = sqlcompat.table_hash(conn, record["table"]["table_name"])
+    sql = f"UPDATE {table} SET {column} = '8' WHERE Representative = 'jose perez'"
+    assert sqlcompat.execute(conn, sql) == (True, [])
+    assert conn.execute(f"SELECT {column} FROM {table} WHERE rowid = 1").fetchone() == ("8",)
+    assert sqlcompat.table_hash(conn, record["table"]["table_name"]) != before
+    schema = conn.execute("SELECT sql FROM sqlite_master").fetchone()[0]
+    assert schema.count(f"COLLATE {sqlcompat.COLLATION}") == 5
+    conn.close()
+
+
 def test_prepare_replaces_a_previous_database(tmp_path):
     task = ENV.load_tasks(DEV).tasks[45]
     ENV.prepare(task, tmp_path)

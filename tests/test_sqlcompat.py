@@ -192,3 +192,104 @@ def test_mysql_string_escapes_and_join_keywords(conn):
     assert (ok, rows) == (True, [("A", "nn")])
     # quoted names and comments are left alone
     assert sqlcompat.translate("SELECT \"left(\" /* 'x\\' */") == "SELECT \"left(\" /* 'x\\' */"
+
+
+# --- MySQL 8 rules: identifiers and the default collation utf8mb4_0900_ai_ci ---------------
+
+
+@pytest.fixture
+def mysql(tmp_path):
+    """A table whose columns use the collation, as the DBBench table builder makes them."""
+    c = sqlcompat.connect(str(tmp_path / "m.sqlite"))
+    col = f"TEXT COLLATE {sqlcompat.COLLATION}"
+    c.execute(f"CREATE TABLE `1999_Season_Results` (`Name` {col}, `1st_Place` {col})")
+    rows = [("Café Noir", "3"), ("José", "5"), ("apple", "1"), ("Banana", "2"), ("Édith", "4")]
+    c.executemany("INSERT INTO `1999_Season_Results` VALUES (?, ?)", rows)
+    yield c
+    c.close()
+
+
+def rows(conn, sql):
+    ok, result = sqlcompat.execute(conn, sql)
+    assert ok, result
+    return result
+
+
+def test_unquoted_names_may_begin_with_a_digit(mysql):
+    assert rows(mysql, "SELECT COUNT(*) FROM 1999_Season_Results") == [(5,)]
+    sql = "SELECT t.1st_Place FROM 1999_Season_Results t WHERE 1st_Place = '5'"
+    assert rows(mysql, sql) == [("5",)]
+    assert rows(mysql, "DESCRIBE 1999_Season_Results")[1][0] == "1st_Place"
+    # numbers stay numbers: exponents, hex, decimals, plain integers
+    assert rows(mysql, "SELECT 1e3, 0x10, 1.5e2, 10") == [(1000.0, 16, 150.0, 10)]
+    assert sqlcompat.translate("SELECT 2nd FROM t2 WHERE x = 1.5e3") == (
+        "SELECT `2nd` FROM t2 WHERE x = 1.5e3"
+    )
+
+
+def test_the_collation_is_accent_and_case_insensitive(mysql):
+    assert one(mysql, "SELECT 'Cafe' = 'Café'") == 1
+    assert one(mysql, "SELECT 'CAFE' = 'café'") == 1
+    assert rows(mysql, "SELECT `1st_Place` FROM 1999_Season_Results WHERE Name = 'cafe noir'") == [
+        ("3",)
+    ]
+    assert rows(mysql, "SELECT Name FROM 1999_Season_Results WHERE Name IN ('JOSE')") == [("José",)]
+    # a function result compared with a literal follows the collation too
+    assert rows(mysql, "SELECT Name FROM 1999_Season_Results WHERE LOWER(Name) = 'edith'") == [
+        ("Édith",)
+    ]
+    assert rows(mysql, "UPDATE 1999_Season_Results SET 1st_Place = '9' WHERE Name = 'Jose'") == []
+    assert rows(mysql, "SELECT 1st_Place FROM 1999_Season_Results WHERE Name = 'josé'") == [("9",)]
+    mysql.execute("INSERT INTO `1999_Season_Results` VALUES ('cafe noir', '0')")
+    assert one(mysql, "SELECT COUNT(DISTINCT Name) FROM 1999_Season_Results") == 5
+
+
+def test_the_collation_is_no_pad(mysql):
+    # The 0900 collations are NO PAD: trailing spaces count (unlike utf8mb4_general_ci).
+    # Checked against MySQL's documentation; SQLite already behaved so.
+    assert one(mysql, "SELECT 'a' = 'a '") == 0
+    mysql.execute("INSERT INTO `1999_Season_Results` VALUES ('apple ', '7')")
+    assert rows(mysql, "SELECT `1st_Place` FROM `1999_Season_Results` WHERE Name = 'apple'") == [
+        ("1",)
+    ]
+
+
+def test_order_by_follows_the_collation(mysql):
+    ordered = rows(mysql, "SELECT Name FROM 1999_Season_Results ORDER BY Name")
+    assert [r[0] for r in ordered] == ["apple", "Banana", "Café Noir", "Édith", "José"]
+    assert sqlcompat.collate("a b", "ab") < 0  # spaces and punctuation before letters
+    assert sqlcompat.collate("z", "1") > 0 and sqlcompat.collate("Straße", "STRASSE") == 0
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SELECT 'Café Noir' LIKE 'cafe%'", 1),  # case- and accent-insensitive
+        ("SELECT 'Crème' LIKE 'CR_ME'", 1),  # _ is one character
+        ("SELECT 'abc ' LIKE 'abc'", 0),  # trailing spaces count in LIKE
+        ("SELECT 'a_b' LIKE 'a\\_b'", 1),  # backslash is the default escape
+        ("SELECT 'axb' LIKE 'a\\_b'", 0),
+        ("SELECT '10%' LIKE '10!%' ESCAPE '!'", 1),
+        ("SELECT NULL LIKE 'a'", None),
+        ("SELECT LOWER('ÉCOLE'), 1", "école"),  # every letter, not ASCII only
+        ("SELECT LOCATE('E', 'café')", 4),  # LOCATE and INSTR follow the collation
+        ("SELECT INSTR('Crème brûlée', 'BRULEE')", 7),
+    ],
+)
+def test_like_and_string_functions_follow_mysql(mysql, sql, expected):
+    assert one(mysql, sql) == expected
+
+
+def test_like_filters_rows_under_the_collation(mysql):
+    sql = "SELECT Name FROM 1999_Season_Results WHERE Name LIKE 'e%' OR Name LIKE '%OSE'"
+    assert rows(mysql, sql) == [("José",), ("Édith",)]
+
+
+def test_pragma_and_quoted_names_are_not_rewritten():
+    assert sqlcompat.translate("PRAGMA table_info('x')") == "PRAGMA table_info('x')"
+    assert sqlcompat.translate("SELECT `1a` FROM \"2b\" -- 3c = 'x'") == (
+        "SELECT `1a` FROM \"2b\" -- 3c = 'x'"
+    )
+    assert sqlcompat.translate("SELECT 'it''s' = a") == (
+        f"SELECT 'it''s' COLLATE {sqlcompat.COLLATION} = a"
+    )

@@ -11,11 +11,12 @@ the same, so a value lands in the table as MySQL would store it in a TEXT column
 The dev split holds only strings and integers, and with these rules all 40 INSERT/UPDATE
 reference SQLs reproduce their ``answer_md5``.
 
-One deliberate addition: every column is ``TEXT COLLATE NOCASE``. MySQL compares text
-case-insensitively under its default collation, so ``WHERE Name = 'john smith'`` matches
-``'John Smith'`` there; NOCASE gives SQLite the same behaviour for ASCII letters (the stored
-values, and so the checksum, are unchanged). NOCASE is built into SQLite, so any client can
-open the file.
+One deliberate addition: every column is ``TEXT COLLATE utf8mb4_0900_ai_ci``, MySQL 8's
+default collation as ``sqlcompat`` imitates it: ``WHERE Name = 'jose'`` matches ``'José'`` as
+it does on MySQL (the stored values, and so the checksum, are unchanged). The collation is
+registered by ``sqlcompat.register`` (the SQL tool, the scorer and this builder all use it); a
+plain SQLite client can read the file but refuses a comparison on these columns with "no such
+collation sequence" rather than compare differently.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .sandbox.hxenv_dbbench import sqlcompat
 from .sandbox.hxenv_dbbench.sqlcompat import quote_ident
 
 
@@ -50,7 +52,8 @@ def table_rows(record: dict[str, Any]) -> list[list[str | None]]:
 
 def create_table_sql(record: dict[str, Any]) -> str:
     """The CREATE TABLE statement for the record's table."""
-    columns = ", ".join(f"{quote_ident(c)} TEXT COLLATE NOCASE" for c in column_names(record))
+    collated = f"TEXT COLLATE {sqlcompat.COLLATION}"
+    columns = ", ".join(f"{quote_ident(c)} {collated}" for c in column_names(record))
     return f"CREATE TABLE {quote_ident(record['table']['table_name'])} ({columns})"
 
 
@@ -66,6 +69,7 @@ def build_database(record: dict[str, Any], path: Path) -> None:
     tmp = Path(tmp_name)
     try:
         conn = sqlite3.connect(tmp)
+        sqlcompat.register(conn)
         try:
             names = column_names(record)
             table = quote_ident(record["table"]["table_name"])
