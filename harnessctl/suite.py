@@ -17,6 +17,7 @@ Without a ``splits`` key a suite has ``dev`` (all), ``train`` (partition seed 13
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Iterable
 from functools import cached_property
@@ -27,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .constants import DEFAULT_TIMEOUT_S
-from .envs import Environment, Task, TaskProblem, TaskSet, get_environment
+from .envs import ENVIRONMENTS, Environment, Task, TaskProblem, TaskSet, get_environment
 from .errors import ConfigError
 
 SUITE_FILE = "suite.yaml"
@@ -82,6 +83,9 @@ class SuiteConfig(BaseModel):
     """Short name of the suite, used in run records and reports."""
     env: str
     """Environment kind that loads, prepares and scores the tasks (e.g. ``dbbench``)."""
+    env_options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the environment (e.g. DBBench's ``rules: v0.2``); they belong in
+    its ``version``, so rollouts under other options are cached apart."""
     tasks: list[str] = Field(min_length=1)
     """Task files, relative to the directory holding ``suite.yaml``."""
     splits: dict[str, SplitSpec] = Field(default_factory=_default_splits)
@@ -154,14 +158,18 @@ class Suite:
     @cached_property
     def environment(self) -> Environment:
         """The environment that loads, prepares and scores this suite's tasks."""
-        return get_environment(self.config.env)
+        return configured_environment(self.config, self.path)
 
     @cached_property
     def id(self) -> str:
-        """``name@hash``: the hash (12 hex) covers the task files' contents, in order."""
+        """``name@hash``: the hash (12 hex) covers the task files' contents, in order, and the
+        ``env_options`` when there are any (the same tasks scored otherwise are another suite)."""
         digest = hashlib.sha256()
         for file in self.task_files:
             digest.update(hashlib.sha256(file.read_bytes()).digest())
+        if self.config.env_options:
+            options = json.dumps(self.config.env_options, sort_keys=True, default=str)
+            digest.update(options.encode("utf-8"))
         return f"{self.name}@{digest.hexdigest()[:12]}"
 
     @cached_property
@@ -224,6 +232,17 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def configured_environment(config: SuiteConfig, path: Path) -> Environment:
+    """The suite's environment, built with its ``env_options``; bad options name the field."""
+    env = get_environment(config.env)
+    if not config.env_options:
+        return env
+    try:
+        return ENVIRONMENTS.create(config.env, **config.env_options)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: env_options", str(exc)) from None
+
+
 def _check(config: SuiteConfig, path: Path) -> None:
     """The checks that need more than one field, or the file system."""
     for i, rel in enumerate(config.tasks):
@@ -242,6 +261,7 @@ def _check(config: SuiteConfig, path: Path) -> None:
         get_environment(config.env)
     except ConfigError as exc:
         raise ConfigError(f"{path}: env", exc.message) from exc
+    configured_environment(config, path)
 
 
 def load_suite(path: Path | str) -> Suite:

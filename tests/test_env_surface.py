@@ -241,7 +241,7 @@ def test_cache_keys_hold_each_environments_own_code_only(tmp_path, counter):
     dbbench = envs.get_environment("dbbench")
     counter_env = suite.environment
     base = runtime_version()
-    assert runtime_version(dbbench).startswith(base + "+dbbench:1:")
+    assert runtime_version(dbbench).startswith(base + "+dbbench:2+agentbench-fc:")
     assert runtime_version(counter_env) == base + "+counter:1"
     # editing DBBench's sandbox code changes DBBench's key, not the counter's
     copy = tmp_path / "hxenv_dbbench"

@@ -1,9 +1,15 @@
-"""The ``dbbench`` environment: AgentBench DBBench tasks on SQLite.
+"""The ``dbbench`` environment: AgentBench DBBench tasks on SQLite made to behave like MySQL 8.
 
 A task's public material is ``task.json`` (instruction, context, table name, database file
 name) and ``db.sqlite`` (the table, built as the official init builds it: see ``database``).
 Gold labels, ``answer_md5``, the reference SQL and the task type never leave the host; they
 are used by ``score`` (see ``scoring``) and ``oracle``.
+
+Harnesses speak either protocol AgentBench has used: v0.2's text protocol
+(``harnesses/dbbench-base``) or the current function-calling one, tools ``execute_sql`` and
+``commit_final_answer`` (``harnesses/dbbench-fc``); both run SQL through the same ``sql`` tool
+and are scored by the same scorer. Query answers are compared under the environment's
+``rules`` (``rules.py``: ``agentbench-fc`` by default, or ``v0.2``), named in every score.
 
 The library functions work on any DBBench JSONL without the environment object:
 ``load_jsonl``, ``check_record``, ``build_database``, ``score_record``.
@@ -19,6 +25,7 @@ from harnessctl.envs import SandboxCode, Score, Task, TaskSet
 
 from .database import build_database, column_names, table_rows
 from .records import KIND, MUTATION_TYPES, RecordError, check_record, is_mutation, load_jsonl
+from .rules import DEFAULT_RULES, RULES, get_rules
 from .scoring import answers_match, normalise, parse_answer, score_record
 
 DB_FILE = "db.sqlite"
@@ -42,15 +49,28 @@ def public_task(task: Task) -> dict[str, Any]:
 
 
 class DBBenchEnvironment:
-    """AgentBench DBBench (v0.2 protocol) on SQLite; in-sandbox (the SQL tool runs there)."""
+    """AgentBench DBBench on SQLite; in-sandbox (the SQL tool runs there).
+
+    ``rules`` names the answer comparison (``rules.RULES``); a suite chooses it with
+    ``env_options: {rules: v0.2}``. An unknown name is a ``ValueError`` naming the known ones.
+    """
 
     kind = KIND
     surface = "sandbox"
     sandbox_code = SANDBOX_CODE
-    #: Bumped when loading or scoring changes what a rollout's outcome would be.
-    version = "1"
+    #: Bumped when loading or scoring changes what a rollout's outcome would be
+    #: (2: the MySQL collation and the versioned comparison rules).
+    revision = "2"
     #: Repair directions (and the rule-based editor's repairs) for DBBench harnesses.
     directions = HERE / "directions"
+
+    def __init__(self, rules: str = DEFAULT_RULES) -> None:
+        self.rules = get_rules(rules).name
+
+    @property
+    def version(self) -> str:
+        """Part of the rollout cache key: the revision and the comparison rules."""
+        return f"{self.revision}+{self.rules}"
 
     def load_tasks(self, path: Path) -> TaskSet:
         """Load a DBBench JSONL file; broken records become problems (``records``)."""
@@ -87,7 +107,7 @@ class DBBenchEnvironment:
 
     def score(self, task: Task, workdir: Path, answer: str | None, episode: Any = None) -> Score:
         """Score the table left in ``workdir/db.sqlite`` or the final ``answer``."""
-        return score_record(task.record, Path(workdir) / DB_FILE, answer)
+        return score_record(task.record, Path(workdir) / DB_FILE, answer, self.rules)
 
     def replay(self, task: Task) -> list[dict[str, Any]]:
         """The gold as a script for ``replay/dbbench`` (host only): the reference SQL (a
@@ -136,7 +156,9 @@ class DBBenchEnvironment:
 
 
 __all__ = [
+    "DEFAULT_RULES",
     "DB_FILE",
+    "RULES",
     "SANDBOX_CODE",
     "KIND",
     "MUTATION_TYPES",
