@@ -1,9 +1,11 @@
 """`harnessctl evolve` on the embedded default (rule-based editor, sim policy, train split):
 distinct accepted siblings that complement each other, and kill -9 + rerun reproducing an
-uninterrupted run without repeating rollouts, edits, directories or commits."""
+uninterrupted run without repeating rollouts, edits, directories or commits; the same on the
+function-calling base (dbbench-fc) with its own catalogue repairs."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,10 +36,10 @@ def make_ws(path):
     return path
 
 
-def run_evolve(ws, *extra):
+def run_evolve(ws, *extra, args=ARGS):
     env = {**os.environ, "HARNESSCTL_WORKSPACE": str(ws)}
     proc = subprocess.run(
-        [sys.executable, "-m", "harnessctl.cli", *ARGS, *extra],
+        [sys.executable, "-m", "harnessctl.cli", *args, *extra],
         cwd=ws,
         env=env,
         capture_output=True,
@@ -155,3 +157,24 @@ def test_export_edits_is_a_valid_task_disjoint_dataset(reference, tmp_path):
     assert "<<<<<<< SEARCH" in sft.messages[2].content
     schema = json.loads((out / "schema.json").read_text())
     assert set(schema) == {"sft", "grpo"}
+
+
+def test_evolve_on_the_function_calling_base_accepts_its_repairs(tmp_path):
+    from tests.conftest import ROOT
+
+    ws = make_ws(tmp_path / "ws")
+    shutil.copytree(ROOT / "harnesses" / "dbbench-fc", ws / "harnesses" / "dbbench-fc")
+    repo = git.Repo(ws)
+    repo.git.add("harnesses/dbbench-fc")
+    repo.index.commit("add dbbench-fc")
+    args = ["evolve", "dbbench-fc", *ARGS[2:]]
+    args[args.index("--rounds") + 1] = "1"
+    result = run_evolve(ws, "--directions", "execution-recovery,format-validation", args=args)
+    assert set(result["best"]) == {"execution-recovery", "format-validation"}, result["edits"]
+    for direction, variant in result["best"].items():
+        assert variant["name"] == f"dbbench-fc.{direction}.r1" and variant["rescues"] > 0
+    repairs = {e["status"] for e in result["edits"]}
+    assert repairs == {"accepted"}
+    for variant in result["best"].values():  # siblings still speak function calling
+        text = (ws / "harnesses" / variant["name"] / "harness.py").read_text(encoding="utf-8")
+        assert "commit_final_answer" in text and "tool_specs = [EXECUTE_SQL" in text

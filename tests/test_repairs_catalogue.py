@@ -3,7 +3,9 @@
 Every repair must be an edit the validator would accept (loads, applies on its parent
 harness, stays inside its direction's files and budget, compiles, imports only the standard
 library and the runtime), and must do what its description says: each one is exercised
-in-process on a real SQLite task with a scripted model.
+in-process on a real SQLite task with a scripted model. Repairs whose id starts with ``fc-``
+are for the function-calling base ``dbbench-fc`` (exercised in tests/test_dbbench_fc.py),
+the others for the text-protocol base ``dbbench-base``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from harnessctl.evolve.patch import (
 from harnessctl.runtime.boot import load_harness
 from harnessctl.runtime.loop import EventLog, run_episode
 from tests.conftest import BASE_HARNESS, ROOT
+
+FC_HARNESS = ROOT / "harnesses" / "dbbench-fc"
 
 sys.modules.setdefault("harnessctl_runtime", rt)  # the name harness code imports it by
 
@@ -70,6 +74,11 @@ def directions() -> dict[str, dict]:
     return found
 
 
+def base_of(repair_id: str) -> Path:
+    """The base harness a repair is written against (``fc-``: the function-calling one)."""
+    return FC_HARNESS if repair_id.startswith("fc-") else BASE_HARNESS
+
+
 def chain(repair_id: str, catalogue: dict[str, RepairSpec]) -> list[str]:
     """The repair's prerequisites (depth first), then the repair itself."""
     order: list[str] = []
@@ -81,7 +90,7 @@ def chain(repair_id: str, catalogue: dict[str, RepairSpec]) -> list[str]:
 def build(repair_id: str, dest: Path) -> Path:
     """A copy of the base harness with the repair and its prerequisites applied."""
     catalogue = repairs()
-    shutil.copytree(BASE_HARNESS, dest)
+    shutil.copytree(base_of(repair_id), dest)
     for rid in chain(repair_id, catalogue):
         write_files(dest, apply_blocks(dest, parse_patch(catalogue[rid].patch)))
     return dest
@@ -102,12 +111,14 @@ def test_repair_file_is_well_formed(path):
     catalogue = repairs()
     for required in spec.requires:  # round-2 refinements build on their own direction
         assert catalogue[required].direction == spec.direction
+        assert base_of(required) == base_of(spec.id)  # ... and on their own base
     assert chain(spec.id, catalogue).count(spec.id) == 1  # no cycle through itself
 
 
-def test_every_direction_has_a_repair():
-    covered = {spec.direction for spec in repairs().values()}
-    assert covered == set(directions())
+def test_every_direction_has_a_repair_for_each_base():
+    for base in (BASE_HARNESS, FC_HARNESS):
+        covered = {spec.direction for spec in repairs().values() if base_of(spec.id) == base}
+        assert covered == set(directions()), base.name
 
 
 def _imports(tree: ast.AST) -> set[str]:
@@ -126,7 +137,7 @@ def test_repair_applies_on_its_parent_within_its_direction(path, tmp_path):
     direction = directions()[spec.direction]
     catalogue = repairs()
     parent = tmp_path / "parent"
-    shutil.copytree(BASE_HARNESS, parent)
+    shutil.copytree(base_of(spec.id), parent)
     for rid in chain(spec.id, catalogue)[:-1]:
         write_files(parent, apply_blocks(parent, parse_patch(catalogue[rid].patch)))
 
@@ -148,8 +159,9 @@ def test_repair_applies_on_its_parent_within_its_direction(path, tmp_path):
 )
 def test_round_two_repair_needs_its_prerequisite(path):
     # A refinement must not be picked for the bare base: it is anchored on what it refines.
+    spec = load(path)
     with pytest.raises(PatchError):
-        apply_blocks(BASE_HARNESS, parse_patch(load(path).patch))
+        apply_blocks(base_of(spec.id), parse_patch(spec.patch))
 
 
 # --- what each repair does, on a real database with a scripted model ------------------------

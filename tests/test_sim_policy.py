@@ -459,6 +459,8 @@ def test_odd_message_objects_never_crash_the_policy() -> None:
         ("Reply with Action: Operation and a ```sql block, or Final Answer: [..]", "format", True),
         ("action: operation ... final answer", "format", True),
         ("Please use the right format.", "format", False),
+        ("Call execute_sql with one statement, or commit_final_answer.", "format", True),
+        ("Call execute_sql again.", "format", False),
         ("Your Final Answer must be a list.", "list", True),
         ('Write Final Answer: ["x"]', "list", True),
         ("Please answer properly.", "list", False),
@@ -484,3 +486,86 @@ def test_wrong_table_names_never_resolve() -> None:
             assert orc["table_name"].casefold() not in name.casefold()
             with pytest.raises(sqlite3.OperationalError, match="no such table"):
                 db.execute(f"SELECT * FROM {name}")
+
+
+def test_function_calls_are_read_as_the_text_actions_they_stand_for() -> None:
+    """With ``execute_sql``/``commit_final_answer`` offered the sim answers with calls, and it
+    reads earlier calls as the text replies they stand for: the same decisions either way."""
+    from harnessctl.policies.dbbench_sim import SimDBBench
+    from harnessctl.policies.sim_signals import calls_as_text, offered_functions
+
+    def call(name: str, arguments: Any) -> dict[str, Any]:
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        return {"id": "c1", "type": "function", "function": {"name": name, "arguments": text}}
+
+    tools = [
+        {"type": "function", "function": {"name": n}}
+        for n in ("execute_sql", "commit_final_answer")
+    ]
+    assert offered_functions([*tools, {"type": "x"}, None]) == {
+        "execute_sql",
+        "commit_final_answer",
+    }
+    fc = [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": "Look.",
+            "tool_calls": [call("execute_sql", {"query": "SELECT 1"})],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "[(1,)]"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("commit_final_answer", {"answers": "a, b"})],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("commit_final_answer", {"answers": ["a"]})],
+        },
+        {"role": "assistant", "content": None, "tool_calls": [call("execute_sql", "{not json")]},
+    ]
+    text = calls_as_text(fc)
+    assert text[1]["content"] == "Look.\nAction: Operation\n```sql\nSELECT 1\n```"
+    assert text[2] is fc[2]  # tool results stay as they are
+    assert [reply_kind(m["content"]) for m in text[3:]] == ["bare", "answer", "prose"]
+    rates = effective_rates(0.0)  # every mode likely on: prose, bare answers, wrong names
+    for orc in ORACLES[::4]:
+        for seed in (0, 1):
+            said = next_reply(orc, [], seed, rates)
+            made = SimDBBench().reply(orc, [], seed, {"skill": 0.0}, tools)
+            if isinstance(made, str):  # prose: no call, the same text
+                assert made == said and reply_kind(said) == "prose"
+                continue
+            (first,) = made["tool_calls"]
+            message = {"role": "assistant", "content": made["content"]}
+            message["tool_calls"] = [call(first["name"], first["arguments"])]
+            assert calls_as_text([message])[0]["content"] == said
+
+
+def test_value_mistakes_change_the_table_under_the_environments_collation(tmp_path) -> None:
+    """The applicability check uses BINARY and NOCASE; the environment compares under MySQL's
+    accent-insensitive collation. On the dev split every drawn mistake still changes the
+    table the environment scores (so `value` sinks the episode there too)."""
+    from harnessctl.envs import get_environment
+    from harnessctl.envs.dbbench.database import build_database
+    from harnessctl.envs.dbbench.sandbox.hxenv_dbbench import sqlcompat
+    from harnessctl.policies.dbbench_sim import _value_mistake
+
+    env = get_environment("dbbench")
+    checked = 0
+    for task in env.load_tasks(DEV).tasks:
+        variant = _value_mistake(Task.from_oracle(env.oracle(task)))
+        if variant is None:
+            continue
+        hashes = []
+        for sql in (task.record["label"][0], variant):
+            build_database(task.record, tmp_path / "db.sqlite")
+            conn = sqlcompat.connect(str(tmp_path / "db.sqlite"))
+            assert sqlcompat.execute(conn, sql)[0]
+            hashes.append(sqlcompat.table_hash(conn, task.record["table"]["table_name"]))
+            conn.close()
+        assert hashes[0] != hashes[1], task.id
+        checked += 1
+    assert checked == 20

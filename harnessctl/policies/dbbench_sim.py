@@ -32,6 +32,9 @@ from .sim_sql import (
 )
 
 MODES = ("format", "identifier", "value", "bare", "stall", "lose_track")
+#: The functions of AgentBench's function-calling DBBench protocol (harnesses/dbbench-fc).
+EXECUTE_SQL = "execute_sql"
+COMMIT_FINAL_ANSWER = "commit_final_answer"
 BASE_RATES: dict[str, float] = {
     "format": 0.15,
     "identifier": 0.20,
@@ -162,22 +165,60 @@ def plan_episode(task: Task, seed: int, rates: Mapping[str, float]) -> Plan:
     return Plan(frozenset(active), format_turn, wrong_tables, value_sql, wrong_value)
 
 
-def _operation(thought: str, sql: str) -> str:
-    return f"{thought}\nAction: Operation\n```sql\n{sql}\n```"
+@dataclass(frozen=True)
+class Move:
+    """One reply of the sim before it is written in a protocol: run ``sql``, answer
+    ``values`` (as a list, or ``bare``: joined by ", "), or ``prose`` with no action."""
+
+    kind: str  # "sql" | "answer" | "prose"
+    thought: str
+    sql: str = ""
+    values: tuple[str, ...] = ()
+    bare: bool = False
 
 
-def _answer(thought: str, values: Sequence[str], bare: bool = False) -> str:
-    shown = ", ".join(values) if bare else json.dumps(list(values), ensure_ascii=False)
-    return f"{thought}\nAction: Answer\nFinal Answer: {shown}"
+def _operation(thought: str, sql: str) -> Move:
+    return Move("sql", thought, sql=sql)
 
 
-def _prose(task: Task, turn: int) -> str:
+def _answer(thought: str, values: Sequence[str], bare: bool = False) -> Move:
+    return Move("answer", thought, values=tuple(values), bare=bare)
+
+
+def as_text(move: Move) -> str:
+    """The move in the text protocol (DBBench v0.2): ``Action: Operation`` and a ```sql
+    block, or ``Action: Answer`` and ``Final Answer: [...]``."""
+    if move.kind == "sql":
+        return f"{move.thought}\nAction: Operation\n```sql\n{move.sql}\n```"
+    if move.kind == "answer":
+        values = list(move.values)
+        shown = ", ".join(values) if move.bare else json.dumps(values, ensure_ascii=False)
+        return f"{move.thought}\nAction: Answer\nFinal Answer: {shown}"
+    return move.thought
+
+
+def as_call(move: Move) -> str | dict[str, Any]:
+    """The move in the function-calling protocol: the thought as content and one call of
+    ``execute_sql(query)`` or ``commit_final_answer(answers)`` (a bare answer sends the
+    joined string where the schema asks for an array); prose stays text with no call."""
+    if move.kind == "sql":
+        call = {"name": EXECUTE_SQL, "arguments": {"query": move.sql}}
+    elif move.kind == "answer":
+        answers: Any = ", ".join(move.values) if move.bare else list(move.values)
+        call = {"name": COMMIT_FINAL_ANSWER, "arguments": {"answers": answers}}
+    else:
+        return move.thought
+    return {"content": move.thought, "tool_calls": [call]}
+
+
+def _prose(task: Task, turn: int) -> Move:
     named = [c for c in task.columns if c.strip()] or ["relevant"]
     column = named[turn % len(named)]
-    return (
+    return Move(
+        "prose",
         f"Let me think about this before acting. The question seems to hinge on the {column} "
         "column, so I want to be sure which rows matter and what exactly is being asked "
-        "before I touch the database."
+        "before I touch the database.",
     )
 
 
@@ -197,7 +238,24 @@ def _stall_sql(task: Task, table: str, seed: int, turn: int) -> str:
 def next_reply(
     oracle: Mapping[str, Any], messages: Any, seed: int, rates: Mapping[str, float]
 ) -> str:
-    """The sim's reply to ``messages`` for the task described by ``oracle``."""
+    """The sim's reply to ``messages`` for the task described by ``oracle``, in the text
+    protocol."""
+    return as_text(next_move(oracle, messages, seed, rates))
+
+
+def next_call(
+    oracle: Mapping[str, Any], messages: Any, seed: int, rates: Mapping[str, float]
+) -> str | dict[str, Any]:
+    """The same decision as ``next_reply`` for a harness that offers ``execute_sql`` and
+    ``commit_final_answer``: the conversation's function calls are read as the text-protocol
+    replies they stand for (``sim_signals.calls_as_text``), the move is written as a call."""
+    return as_call(next_move(oracle, sig.calls_as_text(messages), seed, rates))
+
+
+def next_move(
+    oracle: Mapping[str, Any], messages: Any, seed: int, rates: Mapping[str, float]
+) -> Move:
+    """The sim's next move for the task described by ``oracle`` (see the module docstring)."""
     task = Task.from_oracle(oracle)
     plan = plan_episode(task, seed, rates)
     hist = sig.read_history(messages)
@@ -295,6 +353,10 @@ class SimDBBench:
         seed: int,
         params: Mapping[str, Any],
         tools: Any,
-    ) -> str:
+    ) -> str | dict[str, Any]:
+        """Text, or function calls when the request offers DBBench's two functions."""
         skill, overrides = read_params(params)
-        return next_reply(view, messages, seed, effective_rates(skill, overrides))
+        rates = effective_rates(skill, overrides)
+        if {EXECUTE_SQL, COMMIT_FINAL_ANSWER} <= sig.offered_functions(tools):
+            return next_call(view, messages, seed, rates)
+        return next_reply(view, messages, seed, rates)

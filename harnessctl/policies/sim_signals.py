@@ -126,9 +126,11 @@ def read_history(messages: Iterable[Any] | None) -> History:
 
 
 def restates_format(text: str) -> bool:
-    """The message restates the action format: mentions the SQL action and the answer action."""
+    """The message restates the action format: mentions the SQL action and the answer action
+    (in the text protocol, or the two functions of the function-calling one)."""
     low = text.lower()
-    return ("```sql" in low or "action: operation" in low) and "final answer" in low
+    text_protocol = ("```sql" in low or "action: operation" in low) and "final answer" in low
+    return text_protocol or ("execute_sql" in low and "commit_final_answer" in low)
 
 
 def asks_for_list(text: str) -> bool:
@@ -166,3 +168,54 @@ def shows_a_row(text: str, rows: Sequence[Sequence[str | None]], description: st
 def saw_long_observation(history: History) -> bool:
     """Some message after the first reply is longer than ``LONG_OBSERVATION_CHARS``."""
     return any(len(o) > LONG_OBSERVATION_CHARS for o in history.observations)
+
+
+def offered_functions(tools: Any) -> set[str]:
+    """The function names a request's ``tools`` offer (malformed entries are skipped)."""
+    names: set[str] = set()
+    for tool in tools or ():
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.add(function["name"])
+    return names
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _call_text(call: Any) -> str:
+    """A function call of DBBench's function-calling protocol as the text-protocol action it
+    stands for (``execute_sql`` -> a ```sql block, ``commit_final_answer`` -> ``Final
+    Answer:``; an answer that is not a list is written as it came, so it reads as *bare*)."""
+    function = _field(call, "function") or call
+    name, raw = _field(function, "name"), _field(function, "arguments")
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        return f"{name}({raw})"
+    if name == "execute_sql":
+        return f"Action: Operation\n```sql\n{arguments.get('query')}\n```"
+    if name == "commit_final_answer":
+        answers = arguments.get("answers")
+        shown = json.dumps(answers, ensure_ascii=False) if isinstance(answers, list) else answers
+        return f"Action: Answer\nFinal Answer: {shown}"
+    return f"{name}({raw})"
+
+
+def calls_as_text(messages: Iterable[Any] | None) -> list[Any]:
+    """``messages`` with every assistant message that makes function calls rewritten as a
+    text-protocol reply: its content, then its first call (the one a harness runs). Other
+    messages (tool results included) are kept as they are."""
+    out: list[Any] = []
+    for message in messages or ():
+        calls = _field(message, "tool_calls")
+        role, text = _role_and_text(message)
+        if role == "assistant" and isinstance(calls, list | tuple) and calls:
+            reply = "\n".join(part for part in (text, _call_text(calls[0])) if part)
+            out.append({"role": "assistant", "content": reply})
+        else:
+            out.append(message)
+    return out
