@@ -25,7 +25,7 @@ from .policy import Policy
 from .rollout import RolloutRecord, RolloutSession
 from .sandbox import Limits
 from .suite import Suite
-from .summary import Summary, summarize
+from .summary import EvalRecord, SkippedTask, Summary, summarize
 
 
 @dataclass
@@ -64,6 +64,20 @@ class EvalResult:
     problems: list[TaskProblem]
     summary: Summary
     interrupted: bool = False
+
+    def record(self, request: EvalRequest) -> EvalRecord:
+        """What ``eval --json`` prints: this result, typed and versioned."""
+        return EvalRecord(
+            run_id=self.run_id,
+            harness=request.harness.name,
+            harness_hash=request.harness.hash,
+            policy=request.policy.id,
+            cached=self.cached,
+            executed=self.executed,
+            infra_failed=len(self.infra_failed),
+            problems=[SkippedTask(**vars(p)) for p in self.problems],
+            summary=self.summary,
+        )
 
 
 def cache_key(harness_hash: str, task_hash: str, policy_id: str, seed: int, runtime: str) -> str:

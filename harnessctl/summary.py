@@ -1,22 +1,42 @@
-"""Summaries of a set of rollouts: what ``eval`` prints and what profiles build on."""
+"""What ``eval`` reports: the summary of a set of rollouts (profiles build on it too) and
+the typed, versioned results ``eval --json`` and ``eval --router --json`` print."""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from .outcomes import ALL_OUTCOMES
 from .stats import percentile, wilson_interval
 
+EVAL_RESULT_VERSION = 1
 
-@dataclass
-class Summary:
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CategorySummary(_Model):
+    """Success within one task category."""
+
+    rollouts: int
+    successes: int
+    success_rate: float
+
+
+class Summary(_Model):
+    """Success with its 95% Wilson interval, outcomes, categories, tokens, cost and wall time
+    of a set of rollouts."""
+
     rollouts: int = 0
     successes: int = 0
     success_rate: float = 0.0
     ci95: tuple[float, float] = (0.0, 1.0)
-    outcomes: dict[str, int] = field(default_factory=dict)
-    categories: dict[str, dict] = field(default_factory=dict)
+    outcomes: dict[str, int] = Field(default_factory=dict)
+    """Rollouts per outcome; outcomes that never happened are left out."""
+    categories: dict[str, CategorySummary] = Field(default_factory=dict)
     tasks: int = 0
     mean_steps: float = 0.0
     prompt_tokens: int = 0
@@ -25,10 +45,68 @@ class Summary:
     wall_p50_s: float = 0.0
     wall_p95_s: float = 0.0
 
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data["ci95"] = list(self.ci95)
-        return data
+    def to_dict(self) -> dict[str, Any]:
+        """The plain-data form (what a run row stores)."""
+        return self.model_dump(mode="json")
+
+
+class SkippedTask(_Model):
+    """A task record that could not be loaded (``envs.TaskProblem``)."""
+
+    file: str
+    line: int
+    message: str
+    """Names the field path at fault."""
+
+
+class EvalRecord(_Model):
+    """``harnessctl eval --json``: one harness on a suite split
+    (``EvalResult.record(request)``)."""
+
+    kind: Literal["eval"] = "eval"
+    version: int = EVAL_RESULT_VERSION
+    run_id: str
+    harness: str
+    harness_hash: str
+    policy: str
+    """The policy id."""
+    cached: int
+    """Rollouts served from the store."""
+    executed: int
+    """Rollouts run now."""
+    infra_failed: int
+    """Rollouts that failed on infrastructure after retries (not counted in the summary)."""
+    problems: list[SkippedTask] = Field(default_factory=list)
+    summary: Summary
+
+
+class RoutedEvalRecord(_Model):
+    """``harnessctl eval HARNESS --router POOL --json``: the base against its Rank-1 routed
+    counterpart at equal rollouts (see ``profiles.routed``)."""
+
+    kind: Literal["eval-routed"] = "eval-routed"
+    version: int = EVAL_RESULT_VERSION
+    harness: str
+    """The base harness."""
+    policy: str
+    rollouts_per_task: int
+    base: Summary
+    routed: Summary
+    delta: float
+    """Routed minus base success rate."""
+    routed_tasks: int
+    choices: dict[str, str] = Field(default_factory=dict)
+    """Task id -> the harness it was routed to (routed tasks only)."""
+    chosen_counts: dict[str, int] = Field(default_factory=dict)
+    extra_rollouts: int
+    """Rollouts the routed harnesses ran (cached or not)."""
+    profile_splits: dict[str, str] = Field(default_factory=dict)
+    """Harness -> the split its profile (the router's evidence) was built on."""
+
+    @classmethod
+    def of(cls, harness: str, policy: str, routed: Any) -> RoutedEvalRecord:
+        """From ``profiles.routed.RoutedResult`` (its ``to_dict()``)."""
+        return cls.model_validate({"harness": harness, "policy": policy, **routed.to_dict()})
 
 
 def summarize(rows: list) -> Summary:
@@ -45,7 +123,9 @@ def summarize(rows: list) -> Summary:
     for cat in sorted(per_cat):
         group = per_cat[cat]
         ok = sum(1 for r in group if r.success)
-        categories[cat] = {"rollouts": len(group), "successes": ok, "success_rate": ok / len(group)}
+        categories[cat] = CategorySummary(
+            rollouts=len(group), successes=ok, success_rate=ok / len(group)
+        )
     walls = [r.wall_s for r in rows]
     return Summary(
         rollouts=n,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
@@ -104,15 +103,15 @@ def _routed(ws, db, request, pool: str, *, as_json: bool) -> None:
     """``harnessctl eval HARNESS --router POOL``: base vs Rank-1 routed, same rollouts."""
     from ..profiles.candidates import pool_specs
     from ..profiles.routed import routed_eval
+    from ..summary import RoutedEvalRecord
     from .progress import rollout_progress
-    from .render import console, err_console
+    from .render import console, err_console, print_result
     from .route_view import render_routed
 
     specs = pool_specs(ws, pool_arg(pool))
     with rollout_progress(err_console(), enabled=not as_json) as progress:
         result = routed_eval(request, specs, db, progress=progress)
     if as_json:
-        payload = {"harness": request.harness.name, "policy": request.policy.id, **result.to_dict()}
-        console().print_json(json.dumps(payload))
+        print_result(RoutedEvalRecord.of(request.harness.name, request.policy.id, result))
     else:
         render_routed(console(), request.harness, request, result)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from .render import console, err_console, escape, pct
+from .render import console, err_console, escape, pct, print_result
 
 
 def direction_log(enabled: bool):
@@ -24,44 +22,9 @@ def direction_log(enabled: bool):
 
 def render_evolve_result(base, result, *, as_json: bool) -> None:
     if as_json:
-        console().print_json(json.dumps(evolve_payload(result)))
+        print_result(result.record())
     else:
         render_evolve(console(), base, result)
-
-
-def evolve_payload(result) -> dict:
-    return {
-        "evolve_id": result.evolve_id,
-        "base_success": result.base_success,
-        "union_rescues": result.union_rescues,
-        "stopped": result.stopped,
-        "variants": [
-            {k: v for k, v in vars(x).items() if k != "rescued_pairs"} for x in result.variants
-        ],
-        "best": {
-            d: {
-                "name": v.name,
-                "rescues": v.rescues,
-                "regressions": v.regressions,
-                "success_rate": v.success_rate,
-            }
-            for d, v in result.best.items()
-        },
-        "edits": [
-            {
-                "id": e.id,
-                "direction": e.direction,
-                "round": e.round,
-                "attempt": e.attempt,
-                "status": e.status,
-                "reason": e.reason,
-                "rescues": e.rescues,
-                "regressions": e.regressions,
-                "reward": e.reward,
-            }
-            for e in result.edits
-        ],
-    }
 
 
 def render_evolve(console: Console, base, result) -> None:

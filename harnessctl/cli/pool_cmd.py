@@ -104,7 +104,7 @@ def rescue_sim_command(
     from ..pool import Pool
     from ..pool.simulate import simulate
     from ..workspace import load_workspace
-    from .render import console, escape
+    from .render import console, escape, print_result
 
     ws = load_workspace()
     loaded = ws.load_suite(suite)
@@ -114,13 +114,13 @@ def rescue_sim_command(
             pool, loaded.tasks(split).tasks, pol, group_size=group_size, k=k, seed=seed
         )
     if as_json:
-        console().print_json(json.dumps(report))
+        print_result(report)
         return
     console().print(
-        f"{report['groups']} groups of {group_size}: {report['all_fail']} all-fail under the "
-        f"base, {report['rescued']} rescued ({report['extra_rollouts']} extra rollouts)"
+        f"{report.groups} groups of {group_size}: {report.all_fail} all-fail under the "
+        f"base, {report.rescued} rescued ({report.extra_rollouts} extra rollouts)"
     )
-    for harness, n in sorted(report["by_harness"].items(), key=lambda kv: -kv[1]):
+    for harness, n in sorted(report.by_harness.items(), key=lambda kv: -kv[1]):
         console().print(f"  {escape(harness)}: {n} successful rescue rollouts")
 
 

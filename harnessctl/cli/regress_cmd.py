@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -99,12 +98,12 @@ def test_command(
 
 def render_checks(result, *, junit: Path | None, as_json: bool) -> None:
     from ..regress import junit_xml
-    from .render import console, err_console, escape
+    from .render import console, err_console, escape, print_result
 
     if junit is not None:
         junit_xml(result.checks, junit)
     if as_json:
-        console().print_json(json.dumps([vars(c) for c in result.checks], default=str))
+        print_result(result)
         return
     for c in result.checks:
         if not c.passed:

@@ -14,7 +14,15 @@ from functools import lru_cache
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["console", "err_console", "escape", "handle_errors", "pct", "print_error"]
+__all__ = [
+    "console",
+    "err_console",
+    "escape",
+    "handle_errors",
+    "pct",
+    "print_error",
+    "print_result",
+]
 
 
 def _sized(c: Console) -> Console:
@@ -36,6 +44,13 @@ def err_console() -> Console:
 
 def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
+
+
+def print_result(result) -> None:
+    """A command's typed result as ``--json`` prints it: exactly ``model_dump(mode="json")``."""
+    import json
+
+    console().print_json(json.dumps(result.model_dump(mode="json")))
 
 
 def print_error(exc: BaseException) -> None:

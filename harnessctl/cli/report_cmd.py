@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -60,24 +59,15 @@ def report_command(
 
 
 def render_report(result, *, as_json: bool) -> None:
-    from .render import console, escape
+    from .render import console, escape, print_result
 
     if as_json:
-        payload = {
-            "path": str(result.path),
-            "bytes": result.bytes,
-            "harnesses": result.harnesses,
-            "policy": result.policy_id,
-            "suite": result.suite,
-            "split": result.split,
-            "embedded": result.embedded,
-        }
-        console().print_json(json.dumps(payload))
+        print_result(result)
         return
     console().print(
         escape(
             f"wrote {result.path} ({result.bytes / 1024:.0f} KiB): {len(result.harnesses)} "
-            f"harnesses, {result.policy_id} {result.suite} {result.split}, "
+            f"harnesses, {result.policy} {result.suite} {result.split}, "
             f"{result.embedded} rollouts embedded"
         )
     )

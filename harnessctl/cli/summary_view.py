@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .render import console, err_console, escape, pct
+from .render import console, err_console, escape, pct, print_result
 
 
 def render_eval(spec, request, result, *, as_json: bool) -> None:
@@ -16,7 +14,7 @@ def render_eval(spec, request, result, *, as_json: bool) -> None:
     for p in result.problems:
         err_console().print(f"[yellow]skipped[/] {escape(f'{p.file}:{p.line}: {p.message}')}")
     if as_json:
-        console().print_json(json.dumps(eval_payload(spec, request, result)))
+        print_result(result.record(request))
     else:
         render_summary(console(), spec, request, result)
     if result.infra_failed:
@@ -24,20 +22,6 @@ def render_eval(spec, request, result, *, as_json: bool) -> None:
             f"[red]{len(result.infra_failed)} rollout(s) failed on "
             "infrastructure after retries; run the command again to retry.[/]"
         )
-
-
-def eval_payload(spec, request, result) -> dict:
-    return {
-        "run_id": result.run_id,
-        "harness": spec.name,
-        "harness_hash": spec.hash,
-        "policy": request.policy.id,
-        "cached": result.cached,
-        "executed": result.executed,
-        "infra_failed": len(result.infra_failed),
-        "problems": [vars(p) for p in result.problems],
-        "summary": result.summary.to_dict(),
-    }
 
 
 def render_summary(console: Console, spec, request, result) -> None:
@@ -68,7 +52,7 @@ def render_summary(console: Console, spec, request, result) -> None:
     cats.add_column("success", justify="right")
     cats.add_column("rollouts", justify="right")
     for name, row in s.categories.items():
-        cats.add_row(Text(name), pct(row["success_rate"]), str(row["rollouts"]))
+        cats.add_row(Text(name), pct(row.success_rate), str(row.rollouts))
     console.print(cats)
     console.print(
         f"tokens {s.prompt_tokens:,} prompt + {s.completion_tokens:,} completion, "

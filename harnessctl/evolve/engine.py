@@ -19,6 +19,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..evaluate import EvalRequest, evaluate
 from ..gateway.protocol import redact
@@ -30,6 +33,7 @@ from .reward import EditVerdict, RewardRecipe, child_manifest, judge_edit
 from .validate import scope_files
 
 Log = Callable[[str, str], None]  # (direction, message)
+EVOLVE_RESULT_VERSION = 1
 
 
 @dataclass
@@ -64,6 +68,73 @@ class Variant:
     rescued_pairs: list[tuple[str, int]] = field(default_factory=list)
 
 
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class VariantRecord(_Model):
+    """An accepted child harness, as ``evolve --json`` lists it."""
+
+    name: str
+    direction: str
+    hash: str
+    parent: str
+    """The parent harness's name."""
+    edit_id: str
+    round: int
+    commit: str | None
+    """The git commit that added its directory."""
+    rescues: int = 0
+    """Pairs the base failed that it solved on the whole split (0 unless it is its
+    direction's best variant)."""
+    regressions: int = 0
+    success_rate: float = 0.0
+    cost_usd: float = 0.0
+    """What the editor spent on the edit."""
+
+
+class BestVariant(_Model):
+    """The last accepted variant of a direction, judged on the whole split."""
+
+    name: str
+    rescues: int
+    regressions: int
+    success_rate: float
+
+
+class EditOutcome(_Model):
+    """One editor proposal and what became of it (the store's ``EditRow`` has the rest)."""
+
+    id: str
+    direction: str
+    round: int
+    attempt: int
+    status: str
+    """``rejected``, ``evaluated`` or ``accepted``."""
+    reason: str | None = None
+    rescues: int = 0
+    regressions: int = 0
+    reward: float = 0.0
+
+
+class EvolveRecord(_Model):
+    """``harnessctl evolve --json`` (``EvolveResult.record()``)."""
+
+    kind: Literal["evolve"] = "evolve"
+    version: int = EVOLVE_RESULT_VERSION
+    evolve_id: str
+    base_success: float
+    union_rescues: int
+    """Distinct pairs rescued by any direction's best variant."""
+    stopped: str | None = None
+    """Why the run stopped early (a budget), if it did."""
+    variants: list[VariantRecord] = Field(default_factory=list)
+    """Every accepted child, in order."""
+    best: dict[str, BestVariant] = Field(default_factory=dict)
+    """Direction -> its last accepted variant."""
+    edits: list[EditOutcome] = Field(default_factory=list)
+
+
 @dataclass
 class EvolveResult:
     evolve_id: str
@@ -73,6 +144,20 @@ class EvolveResult:
     edits: list  # EditRow
     union_rescues: int = 0
     stopped: str | None = None
+
+    def record(self) -> EvolveRecord:
+        """What ``evolve --json`` prints: this result, typed and versioned."""
+        return EvolveRecord(
+            evolve_id=self.evolve_id,
+            base_success=self.base_success,
+            union_rescues=self.union_rescues,
+            stopped=self.stopped,
+            variants=[VariantRecord.model_validate(v, from_attributes=True) for v in self.variants],
+            best={
+                d: BestVariant.model_validate(v, from_attributes=True) for d, v in self.best.items()
+            },
+            edits=[EditOutcome.model_validate(e, from_attributes=True) for e in self.edits],
+        )
 
 
 def evolve_id(req: EvolveRequest) -> str:

@@ -3,11 +3,53 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from .sampler import rescue_group
 
+RESCUE_SIM_VERSION = 1
 
-def simulate(pool, tasks: list, policy, *, group_size: int = 4, k: int = 2, seed: int = 0) -> dict:
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskRescue(_Model):
+    """What the rescue rule did with one task's group."""
+
+    task_id: str
+    all_fail: bool
+    """Every base attempt failed."""
+    replaced: bool
+    """The group was replaced by the siblings' rollouts (at least one succeeded)."""
+    routed: list[str] = Field(default_factory=list)
+    """The siblings the task was routed to (none unless all failed)."""
+    reason: str
+
+
+class RescueSimResult(_Model):
+    """``harnessctl rescue-sim --json``: one group per task under the base, the rescue rule
+    applied to each."""
+
+    kind: Literal["rescue-sim"] = "rescue-sim"
+    version: int = RESCUE_SIM_VERSION
+    groups: int
+    all_fail: int
+    """Groups every base attempt failed."""
+    rescued: int
+    """All-fail groups replaced by a group with a success."""
+    extra_rollouts: int
+    """Rollouts the siblings ran, kept or discarded."""
+    by_harness: dict[str, int] = Field(default_factory=dict)
+    """Successful rescue rollouts per sibling."""
+    tasks: list[TaskRescue] = Field(default_factory=list)
+
+
+def simulate(
+    pool, tasks: list, policy, *, group_size: int = 4, k: int = 2, seed: int = 0
+) -> RescueSimResult:
     base = pool.base
     groups = all_fail = rescued = extra = 0
     by_harness: Counter = Counter()
@@ -24,19 +66,19 @@ def simulate(pool, tasks: list, policy, *, group_size: int = 4, k: int = 2, seed
             if r.success:
                 by_harness[r.harness] += 1
         per_task.append(
-            {
-                "task_id": task.id,
-                "all_fail": failed,
-                "replaced": result.replaced,
-                "routed": result.routed,
-                "reason": result.reason,
-            }
+            TaskRescue(
+                task_id=task.id,
+                all_fail=failed,
+                replaced=result.replaced,
+                routed=result.routed,
+                reason=result.reason,
+            )
         )
-    return {
-        "groups": groups,
-        "all_fail": all_fail,
-        "rescued": rescued,
-        "extra_rollouts": extra,
-        "by_harness": dict(by_harness),
-        "tasks": per_task,
-    }
+    return RescueSimResult(
+        groups=groups,
+        all_fail=all_fail,
+        rescued=rescued,
+        extra_rollouts=extra,
+        by_harness=dict(by_harness),
+        tasks=per_task,
+    )

@@ -14,9 +14,11 @@ cache when nothing changed; ``--seed-offset`` draws fresh seeds) and compared:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree as ET
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError
 from ..profiles.files import read_profile, slug
@@ -24,13 +26,19 @@ from ..profiles.reanchor import newcombe
 from ..records import Profile, Rate
 
 
-@dataclass
-class Check:
+class Check(BaseModel):
+    """One check of one harness against its baseline: ``overall``, ``category:<name>`` or
+    ``flips``."""
+
+    model_config = ConfigDict(extra="forbid")
+
     harness: str
     name: str
     passed: bool
     message: str
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+    """A drop check: ``current`` and ``baseline`` as [successes, rollouts], ``diff`` and its
+    ``ci95``; ``flips``: the flipped ``tasks``."""
 
 
 def baseline_path(root: Path, harness: str, policy_id: str, suite: str, split: str | None) -> Path:
@@ -69,11 +77,11 @@ def _drop_check(
     if significant:
         msg = f"significant drop: {msg}"
     return Check(
-        harness,
-        name,
-        not significant,
-        msg,
-        {"current": [cur_s, cur_n], "baseline": [b_s, b_n], "diff": diff, "ci95": [lo, hi]},
+        harness=harness,
+        name=name,
+        passed=not significant,
+        message=msg,
+        details={"current": [cur_s, cur_n], "baseline": [b_s, b_n], "diff": diff, "ci95": [lo, hi]},
     )
 
 
@@ -124,7 +132,12 @@ def compare(
         if flips
         else "no task flipped from success to failure"
     )
-    checks.append(Check(harness, "flips", not (flips and fail_on_flips), message, {"tasks": flips}))
+    passed = not (flips and fail_on_flips)
+    checks.append(
+        Check(
+            harness=harness, name="flips", passed=passed, message=message, details={"tasks": flips}
+        )
+    )
     return checks
 
 

@@ -3,13 +3,18 @@ and compare (see the package docstring), or re-profile and rewrite the baselines
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..evaluate import EvalRequest, evaluate
 from ..harness import HarnessSpec, load_harness
 from ..workspace import Workspace
 from . import Check, baseline_path, compare, load_baseline
+
+REGRESS_RESULT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -24,11 +29,17 @@ class Thresholds:
     """Whether tasks that flipped from always-success to never fail ``flips``."""
 
 
-@dataclass
-class RegressResult:
-    checks: list[Check] = field(default_factory=list)
-    infra_failed: bool = False
-    """A rollout failed on infrastructure after retries: the run stopped, nothing concluded."""
+class RegressResult(BaseModel):
+    """Every check of every harness; ``harnessctl test --json`` prints it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["test"] = "test"
+    version: int = REGRESS_RESULT_VERSION
+    checks: list[Check] = Field(default_factory=list)
+    infra_failed: bool = Field(default=False, exclude=True)
+    """A rollout failed on infrastructure after retries: the run stopped, nothing concluded
+    (the command then exits 2 and prints no result, so it is never dumped)."""
 
     @property
     def failed(self) -> list[Check]:

@@ -7,25 +7,34 @@ edit, and, behind every cell, compact trajectories of its rollouts. See docs/rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 PER_CELL = 6
 MAX_EMBEDDED = 400
+REPORT_RESULT_VERSION = 1
 
 
-@dataclass(frozen=True)
-class ReportResult:
-    """Where the page went and what it holds."""
+class ReportResult(BaseModel):
+    """Where the page went and what it holds; ``harnessctl report --json`` prints it."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["report"] = "report"
+    version: int = REPORT_RESULT_VERSION
     path: Path
     bytes: int
+    """The page's size."""
     harnesses: list[str]
-    policy_id: str
+    """The harnesses shown, as labelled on the page."""
+    policy: str
+    """The policy id of the rollouts shown."""
     suite: str
     split: str
     embedded: int
+    """Rollouts whose trajectories the page embeds."""
 
 
 def write_report(
@@ -60,7 +69,7 @@ def write_report(
         path=out,
         bytes=len(raw),
         harnesses=[label for label, _ in data.harnesses],
-        policy_id=data.selection.policy_id,
+        policy=data.selection.policy_id,
         suite=data.selection.suite,
         split=data.selection.split,
         embedded=len(embedded),
