@@ -16,8 +16,8 @@ from harnessctl.profiles.router import route
 from harnessctl.profiles.voting import Voter, record_vote_calls
 from harnessctl.sandbox import Limits
 from harnessctl.suite import load_suite
-from harnessctl.vcs import ensure_repo
 from harnessctl.workspace import load_workspace
+from tests.evolve_helpers import committed_workspace_eval
 from tests.openai_stub import Fail, OpenAIStub, Reply
 from tests.profile_helpers import routable_profile
 
@@ -39,19 +39,7 @@ def no_secret(rows) -> bool:
 
 
 def test_llm_editor_calls_are_logged_with_their_edit(workspace):
-    (workspace / ".gitignore").write_text(".harnessctl/\n")
-    ensure_repo(workspace, message="workspace")
-    ws = load_workspace(workspace)
-    base = load_harness(ws.harnesses_dir / "dbbench-base")
-    evaluation = EvalRequest(
-        harness=base,
-        suite=load_suite(ws.root / "examples" / "dbbench"),
-        split="test",
-        policy=Policy("sim/dbbench"),
-        rollouts=1,
-        workers=2,
-        limits=Limits(timeout_s=20),
-    )
+    ws, base, evaluation = committed_workspace_eval(workspace, split="test", timeout_s=20)
     store = ws.open_store()
     with OpenAIStub() as stub:
         stub.push(

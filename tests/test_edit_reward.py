@@ -17,27 +17,14 @@ from harnessctl.evolve.engine import Engine, EvolveRequest
 from harnessctl.evolve.reward import REWARD_FUNCTION, judge_edit, reward_for_record
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
-from harnessctl.sandbox import Limits
 from harnessctl.store import Store
 from harnessctl.suite import load_suite
-from harnessctl.vcs import ensure_repo
 from harnessctl.workspace import load_workspace
+from tests.evolve_helpers import committed_workspace_eval
 
 
 def test_grpo_reward_recipe_reproduces_the_stored_reward(workspace, tmp_path):
-    (workspace / ".gitignore").write_text(".harnessctl/\n")
-    ensure_repo(workspace, message="workspace")
-    ws = load_workspace(workspace)
-    base = load_harness(ws.harnesses_dir / "dbbench-base")
-    evaluation = EvalRequest(
-        harness=base,
-        suite=load_suite(ws.root / "examples" / "dbbench"),
-        split="train",
-        policy=Policy("sim/dbbench"),
-        rollouts=1,
-        workers=2,
-        limits=Limits(timeout_s=30),
-    )
+    ws, base, evaluation = committed_workspace_eval(workspace, split="train", timeout_s=30)
     request = EvolveRequest(
         base=base,
         eval=evaluation,

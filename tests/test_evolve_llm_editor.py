@@ -4,16 +4,11 @@ replies: a good patch is applied and judged; bad patches are rejected with the r
 import git
 import pytest
 
-from harnessctl.evaluate import EvalRequest
 from harnessctl.evolve.directions import catalogue
 from harnessctl.evolve.editors import LLMEditor
 from harnessctl.evolve.engine import Engine, EvolveRequest
 from harnessctl.harness import load_harness
-from harnessctl.policy import Policy
-from harnessctl.sandbox import Limits
-from harnessctl.suite import load_suite
-from harnessctl.vcs import ensure_repo
-from harnessctl.workspace import load_workspace
+from tests.evolve_helpers import committed_workspace_eval
 from tests.openai_stub import OpenAIStub, Reply
 
 ANCHOR = "        return messages + self.history(state)\n"
@@ -41,19 +36,7 @@ CRASH = block("harness.py", ANCHOR, "        raise RuntimeError('editor broke it
 
 def evolve_engine(workspace, directions, editor, **options):
     """An Engine over the test split of a git-initialised copy of the example workspace."""
-    (workspace / ".gitignore").write_text(".harnessctl/\n")
-    ensure_repo(workspace, message="workspace")
-    ws = load_workspace(workspace)
-    base = load_harness(ws.harnesses_dir / "dbbench-base")
-    evaluation = EvalRequest(
-        harness=base,
-        suite=load_suite(ws.root / "examples" / "dbbench"),
-        split="test",
-        policy=Policy("sim/dbbench"),
-        rollouts=1,
-        workers=2,
-        limits=Limits(timeout_s=20),
-    )
+    ws, base, evaluation = committed_workspace_eval(workspace, split="test", timeout_s=20)
     catalog = catalogue("dbbench")
     request = EvolveRequest(
         base=base,
