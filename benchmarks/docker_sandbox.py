@@ -275,6 +275,24 @@ def give_to_sandbox(*paths: Path) -> None:
             os.chmod(path, 0o777 if path.is_dir() else 0o666)
 
 
+def bare_exec(episodes, api, container: str, task_dir: Path, i: int) -> None:
+    """Loop (b): one episode as a plain exec into a warm container over the engine's API."""
+    rollout_id, token, env = episodes.open(i, task_dir)
+    body = {
+        "Cmd": [PYTHON, "-I", "-S", "-c", BOOT],
+        "Env": [f"{k}={v}" for k, v in env.items()],
+        "User": SANDBOX_USER,
+        "WorkingDir": "/task",
+    }
+    exec_id = api.call("POST", f"/containers/{container}/exec", body)["Id"]
+    api.call("POST", f"/exec/{exec_id}/start", {"Detach": True})
+    while (info := api.call("GET", f"/exec/{exec_id}/json"))["Running"]:
+        time.sleep(0.01)
+    if info["ExitCode"] != 0:
+        raise RuntimeError(f"exec exited {info['ExitCode']}")
+    episodes.close(rollout_id, token, task_dir)
+
+
 def timed_loop(workers: int, n: int, one) -> float:
     """One thread per worker, worker w taking episodes w, w + workers, ..."""
     started = time.perf_counter()
@@ -330,21 +348,7 @@ def bench_exec_warm(workers: int, n: int) -> dict:
             engines = [Engine() for _ in range(workers)]
 
             def one(w: int, i: int) -> None:
-                api, task_dir = engines[w], homes[w] / "task"
-                rollout_id, token, env = episodes.open(i, task_dir)
-                body = {
-                    "Cmd": [PYTHON, "-I", "-S", "-c", BOOT],
-                    "Env": [f"{k}={v}" for k, v in env.items()],
-                    "User": SANDBOX_USER,
-                    "WorkingDir": "/task",
-                }
-                exec_id = api.call("POST", f"/containers/{names[w]}/exec", body)["Id"]
-                api.call("POST", f"/exec/{exec_id}/start", {"Detach": True})
-                while (info := api.call("GET", f"/exec/{exec_id}/json"))["Running"]:
-                    time.sleep(0.01)
-                if info["ExitCode"] != 0:
-                    raise RuntimeError(f"exec exited {info['ExitCode']}")
-                episodes.close(rollout_id, token, task_dir)
+                bare_exec(episodes, engines[w], names[w], homes[w] / "task", i)
 
             wall = timed_loop(workers, n, one)
         finally:
@@ -401,21 +405,7 @@ def bench_interleaved(workers: int, n: int, rounds: int) -> dict:
             engines = [Engine() for _ in range(workers)]
 
             def bare(w: int, i: int) -> None:
-                api, task_dir = engines[w], homes[w] / "task"
-                rollout_id, token, env = episodes.open(i, task_dir)
-                body = {
-                    "Cmd": [PYTHON, "-I", "-S", "-c", BOOT],
-                    "Env": [f"{k}={v}" for k, v in env.items()],
-                    "User": SANDBOX_USER,
-                    "WorkingDir": "/task",
-                }
-                exec_id = api.call("POST", f"/containers/{names[w]}/exec", body)["Id"]
-                api.call("POST", f"/exec/{exec_id}/start", {"Detach": True})
-                while (info := api.call("GET", f"/exec/{exec_id}/json"))["Running"]:
-                    time.sleep(0.01)
-                if info["ExitCode"] != 0:
-                    raise RuntimeError(f"exec exited {info['ExitCode']}")
-                episodes.close(rollout_id, token, task_dir)
+                bare_exec(episodes, engines[w], names[w], homes[w] / "task", i)
 
             def through(backend: DockerSandbox):
                 def one(_w: int, i: int) -> None:
