@@ -25,8 +25,9 @@ app = typer.Typer(
     help=(
         "Harness evolution for LLM agents: evaluate harnesses in sandboxes, evolve sibling "
         "harnesses, profile them, export rescue pools for RL.\n\n"
-        "Offline by default: the policy 'sim/dbbench' is a simulated DBBench agent, a TEST "
-        "DOUBLE that knows the answers and fails in seeded ways. Pass any litellm model "
+        "Offline by default: the policy 'sim/<env>' (e.g. sim/dbbench) is the environment's "
+        "simulated agent, a TEST DOUBLE that knows the answers and fails in seeded ways; "
+        "'replay/<env>' is a TEST DOUBLE that answers with the gold. Pass any litellm model "
         "string (e.g. --policy openai/gpt-4o-mini) to use a real model."
     ),
     no_args_is_help=True,
