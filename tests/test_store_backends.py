@@ -161,7 +161,9 @@ def test_migrations_applied_once_and_reopen_is_noop(backend: str, tmp_path: Path
         (2, "edits"),
         (3, "profiles"),
         (4, "call_log"),
+        (5, "tool_calls"),
     ]
+    assert [n for n, _, _ in first] == [m.number for m in load_migrations()]
     Store.for_workspace(tmp_path, url=backend).close()
     assert rows(backend, query) == first
     engine = create_store_engine(backend)
@@ -186,7 +188,7 @@ def test_postgres_migrators_queue_on_an_advisory_lock(backend: str) -> None:
             assert not inspect(holder).has_table(MIGRATIONS_TABLE)
             conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": PG_MIGRATION_LOCK})
             thread.join(timeout=30)
-        assert not thread.is_alive() and applied == [1, 2, 3, 4]
+        assert not thread.is_alive() and applied == [m.number for m in load_migrations()]
     finally:
         engine.dispose()
         holder.dispose()
@@ -249,7 +251,7 @@ def test_call_log_migration_keeps_earlier_calls(backend: str, tmp_path: Path) ->
                     "VALUES ('r1:0', 'r1', 0, 'm', 'ok', 11, 3, 0.5, 0.1, 1, NULL, 'hi', 1.0)"
                 )
             )
-        assert migrate(engine) == [4]
+        assert migrate(engine) == [4, 5]  # the call log, then the tool calls column
     finally:
         engine.dispose()
     with Store.for_workspace(tmp_path, url=backend) as opened:
