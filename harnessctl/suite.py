@@ -28,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .constants import DEFAULT_TIMEOUT_S
-from .envs import ENVIRONMENTS, Environment, Task, TaskProblem, TaskSet, get_environment
+from .envs import Environment, Task, TaskProblem, TaskSet, get_environment
 from .errors import ConfigError
 
 SUITE_FILE = "suite.yaml"
@@ -234,11 +234,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 def configured_environment(config: SuiteConfig, path: Path) -> Environment:
     """The suite's environment, built with its ``env_options``; bad options name the field."""
-    env = get_environment(config.env)
-    if not config.env_options:
-        return env
     try:
-        return ENVIRONMENTS.create(config.env, **config.env_options)
+        return get_environment(config.env, **config.env_options)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: env_options", str(exc)) from None
 

@@ -86,18 +86,21 @@ class Workspace:
         return [load_harness(path) for path in self.harness_dirs()]
 
     def base_harness(self, name: str | None, among: list[str] | None = None) -> HarnessSpec:
-        """The base harness: ``name``, else the lineage root of the first of ``among``, else
-        the workspace's only harness without a parent (``ConfigError`` when there are several)."""
+        """The base harness: ``name``, else the one lineage root of ``among``, else the
+        workspace's only harness without a parent (``ConfigError`` naming the candidates when
+        there are several)."""
         from .profiles.runner import lineage_root
 
         if name:
             return self.load_harness(name)
         if among:
-            return lineage_root(self.load_harness(among[0]), self.harnesses_dir)
-        roots = [spec for spec in self.harnesses() if not spec.manifest.parent]
+            found = [lineage_root(self.load_harness(h), self.harnesses_dir) for h in among]
+            roots = list({spec.name: spec for spec in found}.values())
+        else:
+            roots = [spec for spec in self.harnesses() if not spec.manifest.parent]
         if len(roots) != 1:
-            found = ", ".join(s.name for s in roots) or "none"
-            raise ConfigError("--base", f"pass --base: the base harnesses here are {found}")
+            names = ", ".join(s.name for s in roots) or "none"
+            raise ConfigError("--base", f"pass --base: the base harnesses here are {names}")
         return roots[0]
 
     def store_url(self, override: str | None = None) -> str:
@@ -198,12 +201,12 @@ def init_workspace(directory: Path, *, examples: bool = True) -> Workspace:
 
 
 def _copy_examples(directory: Path) -> None:
-    """Copy the bundled base harness and example suite when this is a source checkout."""
+    """Copy the bundled base harnesses (every one under ``harnesses/``) and the default
+    example suite when this is a source checkout."""
     source = Path(__file__).resolve().parent.parent
-    pairs = [
-        (source / "harnesses" / "dbbench-base", directory / "harnesses" / "dbbench-base"),
-        (source / "examples" / "dbbench", directory / "examples" / "dbbench"),
-    ]
+    bundled = sorted(p for p in (source / "harnesses").glob("*") if (p / "harness.yaml").is_file())
+    pairs = [(src, directory / "harnesses" / src.name) for src in bundled]
+    pairs.append((source / "examples" / "dbbench", directory / "examples" / "dbbench"))
     for src, dst in pairs:
         if src.is_dir() and not dst.exists() and src.resolve() != dst.resolve():
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))

@@ -147,6 +147,34 @@ def test_a_killed_ray_worker_loses_and_duplicates_nothing(
     assert retried.attempts == 2
 
 
+def test_the_nodes_build_the_suites_environment_with_its_env_options(
+    ray_cluster, workspace, tmp_path
+):
+    """A suite's env_options (here the v0.2 comparison rules) reach the nodes: they build the
+    same environment as the driver, so the runtime versions agree and the trajectories say
+    which rules scored them."""
+    import shutil
+
+    import yaml
+
+    suite_dir = tmp_path / "suite"
+    shutil.copytree(workspace / "examples" / "dbbench", suite_dir)
+    config = yaml.safe_load((suite_dir / "suite.yaml").read_text(encoding="utf-8"))
+    (suite_dir / "suite.yaml").write_text(
+        yaml.safe_dump({**config, "env_options": {"rules": "v0.2"}}), encoding="utf-8"
+    )
+    store = fresh_store(tmp_path / "store")
+    suite = load_suite(suite_dir)
+    kw = {"rollouts": 1, "task_ids": TASKS[:2], "suite": suite}
+    local = evaluate(request(workspace, **kw), store)
+    ray_store = fresh_store(tmp_path / "ray-store")
+    result = evaluate(request(workspace, executor="ray", **kw), ray_store)
+    assert not result.infra_failed and result.executed == 2
+    assert outcomes(result.rows) == outcomes(local.rows)
+    scores = [ray_store.trajectory(row).score for row in ray_store.rollouts()]
+    assert scores and all(s is not None and s.detail["rules"] == "v0.2" for s in scores)
+
+
 def test_a_configuration_error_on_the_node_is_raised_not_retried(ray_cluster, workspace, tmp_path):
     store = fresh_store(tmp_path / "store")
     bad = request(workspace, executor="ray", sandbox="no-such-backend", task_ids=TASKS[:1])
@@ -230,7 +258,7 @@ def test_a_node_with_another_runtime_version_refuses_the_task(workspace):
 
     spec = load_harness(workspace / "harnesses" / "dbbench-base")
     task = load_suite(workspace / "examples" / "dbbench").tasks("dev").tasks[0]
-    job = node.NodeJob("dbbench", {}, task, 0, Policy("sim/dbbench"), runtime="0+other")
+    job = node.NodeJob("dbbench", {}, {}, task, 0, Policy("sim/dbbench"), runtime="0+other")
     with pytest.raises(ConfigError, match="same harnessctl version"):
         node.run_rollout(job, node.HarnessBundle.of(spec))
 

@@ -1,3 +1,5 @@
+import shutil
+
 import git
 import pytest
 
@@ -10,7 +12,9 @@ def test_init_makes_a_committed_git_workspace(tmp_path, monkeypatch):
     ws = init_workspace(tmp_path / "w")
     repo = git.Repo(ws.root)
     assert not repo.is_dirty(untracked_files=True)
-    assert (ws.root / "harnesses" / "dbbench-base" / "harness.yaml").is_file()
+    # every bundled base harness: the text protocol and the function-calling one
+    assert {p.name for p in (ws.root / "harnesses").iterdir()} >= {"dbbench-base", "dbbench-fc"}
+    assert (ws.root / "harnesses" / "dbbench-fc" / "harness.yaml").is_file()
     assert (ws.root / "examples" / "dbbench" / "suite.yaml").is_file()
     assert ".harnessctl/" in (ws.root / ".gitignore").read_text()
     assert ws.config.suite == "examples/dbbench" and ws.config.policy is None
@@ -47,3 +51,20 @@ def test_layering_env_over_yaml_and_errors_name_the_field(tmp_path, monkeypatch)
     with pytest.raises(ConfigError) as err:
         load_workspace()
     assert err.value.where.endswith("harnessctl.yaml: workers")
+
+
+def test_the_base_harness_is_the_one_lineage_root_of_the_chosen_harnesses(tmp_path):
+    ws = init_workspace(tmp_path / "w")
+    child = ws.root / "harnesses" / "dbbench-base.x.r1"
+
+    shutil.copytree(ws.root / "harnesses" / "dbbench-base", child)
+    manifest = child / "harness.yaml"
+    text = manifest.read_text().replace("name: dbbench-base", "name: dbbench-base.x.r1")
+    manifest.write_text(text + "parent: dbbench-base\n")
+    assert ws.base_harness(None, ["dbbench-base.x.r1"]).name == "dbbench-base"
+    assert ws.base_harness("dbbench-fc").name == "dbbench-fc"
+    with pytest.raises(ConfigError) as err:  # two lineages and nothing chosen: ask
+        ws.base_harness(None)
+    assert err.value.where == "--base" and "dbbench-base, dbbench-fc" in err.value.message
+    with pytest.raises(ConfigError, match="dbbench-base, dbbench-fc"):
+        ws.base_harness(None, ["dbbench-base.x.r1", "dbbench-fc"])

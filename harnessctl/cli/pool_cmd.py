@@ -42,7 +42,6 @@ def export_pool_command(
     loaded = ws.load_suite(suite)
     pol = policy_of(ws, policy, param, loaded.config.env)
     db = ws.open_store(store)
-    base_spec = ws.base_harness(base, harnesses)
     if harnesses:
         specs = [ws.load_harness(h) for h in harnesses]
     else:
@@ -51,6 +50,7 @@ def export_pool_command(
             for spec in ws.harnesses()
             if db.profiles(harness_hash=spec.hash, policy_id=pol.id, suite=loaded.name)
         ]
+    base_spec = ws.base_harness(base, [s.name for s in specs])
     aux = [s for s in specs if s.hash != base_spec.hash]
     check_committed(ws.root, [base_spec, *aux])  # before profiles: name the real problem
     profiles = load_profiles(db, [base_spec, *aux], policy_id=pol.id, suite=loaded.name)

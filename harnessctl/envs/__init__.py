@@ -205,11 +205,13 @@ def known_environments() -> list[str]:
     return ENVIRONMENTS.names()
 
 
-def get_environment(kind: str) -> Environment:
+def get_environment(kind: str, **options: Any) -> Environment:
     """Resolve an environment kind (short name, entry point or ``module:Class``) to a fresh
-    instance. Raises ``ConfigError`` naming the kind and the known ones when nothing matches.
+    instance built with ``options`` (a suite's ``env_options``). Raises ``ConfigError`` naming
+    the kind and the known ones when nothing matches; bad options raise the environment's own
+    ``TypeError``/``ValueError``.
     """
-    env = ENVIRONMENTS.create(kind)
+    env = ENVIRONMENTS.create(kind, **options)
     if not isinstance(env, Environment):
         raise ConfigError("env", f"{kind!r} does not provide the Environment interface")
     if surface(env) == "host" and not callable(getattr(env, "open_episode", None)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import stat
@@ -52,6 +53,7 @@ class NodeJob:
     """One rollout, with everything a node needs besides the harness bundle."""
 
     env_kind: str
+    env_options: dict  # the suite's env_options: the node builds the same environment
     session_options: dict
     task: Task  # gold labels included: scored on the node, never shown to the sandbox
     seed: int
@@ -66,7 +68,7 @@ _harnesses: dict[str, HarnessSpec] = {}
 
 def run_rollout(job: NodeJob, bundle: HarnessBundle) -> RolloutRecord:
     """Run ``job`` on this node; a version or content mismatch is a ``ConfigError``."""
-    here = rollout_version(get_environment(job.env_kind), job.policy.model)
+    here = rollout_version(get_environment(job.env_kind, **job.env_options), job.policy.model)
     if here != job.runtime:
         raise ConfigError(
             f"node {os.uname().nodename}",
@@ -74,16 +76,23 @@ def run_rollout(job: NodeJob, bundle: HarnessBundle) -> RolloutRecord:
             "harnessctl version on every node of the cluster",
         )
     harness = _materialise(bundle)
-    session = _session(job.env_kind, job.session_options)
+    session = _session(job.env_kind, job.env_options, job.session_options)
     return session.run(harness, job.task, job.seed, job.policy)
 
 
-def _session(env_kind: str, options: dict) -> RolloutSession:
-    key = repr(sorted(options.items())) + "|" + env_kind
+def _session(env_kind: str, env_options: dict, options: dict) -> RolloutSession:
+    key = "|".join(
+        (
+            env_kind,
+            json.dumps(env_options, sort_keys=True, default=str),
+            repr(sorted(options.items())),
+        )
+    )
     with _lock:
         session = _sessions.get(key)
         if session is None:
-            session = RolloutSession(get_environment(env_kind), **options).start()
+            env = get_environment(env_kind, **env_options)
+            session = RolloutSession(env, **options).start()
             _sessions[key] = session
         return session
 

@@ -72,7 +72,7 @@ class RayRunner(Recorder):
         task = ray.remote(num_cpus=1, max_retries=0, retry_exceptions=False)(run_rollout)
         bundle = ray.put(HarnessBundle.of(request.harness))
         options = session_options(request)
-        env_kind = request.suite.config.env
+        env_kind, env_options = request.suite.config.env, request.suite.config.env_options
         attempts: dict[str, int] = {}
         queue = list(pending)
         inflight: dict[Any, Pending] = {}
@@ -83,7 +83,13 @@ class RayRunner(Recorder):
                     job = queue.pop(0)
                     attempts[job.cache_key] = attempts.get(job.cache_key, 0) + 1
                     node_job = NodeJob(
-                        env_kind, options, job.task, job.seed, request.policy, self.runtime
+                        env_kind,
+                        env_options,
+                        options,
+                        job.task,
+                        job.seed,
+                        request.policy,
+                        self.runtime,
                     )
                     inflight[task.remote(node_job, bundle)] = job
                 ready, _ = ray.wait(list(inflight), num_returns=1)
