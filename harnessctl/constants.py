@@ -10,6 +10,7 @@ ENV_WORKERS = "HARNESSCTL_WORKERS"
 ENV_EXECUTOR = "HARNESSCTL_EXECUTOR"  # where rollouts run: local (default) or ray
 ENV_RAY_ADDRESS = "HARNESSCTL_RAY_ADDRESS"  # Ray cluster for --executor ray
 ENV_POLICY = "HARNESSCTL_POLICY"  # default policy model string
+ENV_DOCKER_FRESH = "HARNESSCTL_DOCKER_FRESH"  # 1: one container per rollout (--fresh-container)
 ENV_GATEWAY_PORT = "HARNESSCTL_GATEWAY_PORT"  # opt-in loopback TCP port for the gateway
 
 # Variables that never reach a sandbox, whatever else is passed through.

@@ -52,6 +52,8 @@ class EvalRequest:
     """Where rollouts run: ``local`` (threads on this machine) or ``ray`` (a Ray cluster)."""
     ray_address: str | None = None
     """Ray cluster to join (``auto``, ``ray://host:10001``, ``host:6379``); None: local."""
+    fresh_container: bool = False
+    """Docker: one container per rollout instead of the hardened warm ones (no reuse)."""
 
 
 @dataclass

@@ -207,3 +207,31 @@ def test_fresh_mode_from_the_environment(monkeypatch):
     monkeypatch.setenv("HARNESSCTL_DOCKER_FRESH", "0")
     assert DockerSandbox().fresh is False
     assert DockerSandbox(fresh=True).fresh is True
+
+
+def test_fresh_container_flag_runs_each_rollout_in_its_own_container(workspace, docker_engine):
+    warm, warm_data = eval_json(
+        "dbbench-base", "--sandbox", "docker", "--rollouts", 1, *task_flags(TASKS[:3])
+    )
+    (workspace / ".harnessctl").rename(workspace / ".harnessctl-warm")  # nothing cached
+    fresh, data = eval_json(
+        "dbbench-base",
+        "--sandbox",
+        "docker",
+        "--fresh-container",
+        "--rollouts",
+        1,
+        *task_flags(TASKS[:3]),
+    )
+    assert warm.exit_code == fresh.exit_code == 0, fresh.output
+    assert data["executed"] == 3
+    stored = rows(workspace)
+    assert {json.loads(r.isolation_json)["container"] for r in stored} == {"fresh per rollout"}
+    assert data["summary"]["outcomes"] == warm_data["summary"]["outcomes"]
+    assert my_containers(docker_engine) == []
+
+
+def test_fresh_container_with_another_backend_is_a_usage_error(workspace):
+    result = invoke("eval", "dbbench-base", "--sandbox", "local", "--fresh-container")
+    assert result.exit_code == 2 and "--fresh-container" in result.output
+    assert "docker" in result.output and not (workspace / ".harnessctl" / "store.db").exists()

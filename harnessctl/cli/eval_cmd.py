@@ -9,6 +9,7 @@ import typer
 from ..constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_TOKENS, DEFAULT_ROLLOUTS, DEFAULT_TIMEOUT_S
 from .options import (
     ExecutorOption,
+    FreshContainerOption,
     JsonOption,
     ParamOption,
     PolicyOption,
@@ -54,6 +55,7 @@ def eval_command(
     sandbox: SandboxOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    fresh_container: FreshContainerOption = False,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     max_calls: MaxCallsOption = DEFAULT_MAX_CALLS,
     max_tokens: MaxTokensOption = DEFAULT_MAX_TOKENS,
@@ -78,7 +80,7 @@ def eval_command(
         spec,
         suite,
         policy_of(ws, policy, param, spec.manifest.env),
-        placement(ws, workers, sandbox, executor, ray_address),
+        placement(ws, workers, sandbox, executor, ray_address, fresh_container),
         split=split,
         rollouts=rollouts,
         seed=seed,

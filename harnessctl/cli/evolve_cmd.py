@@ -9,6 +9,7 @@ import typer
 from ..constants import DEFAULT_TIMEOUT_S
 from .options import (
     ExecutorOption,
+    FreshContainerOption,
     JsonOption,
     ParamOption,
     PolicyOption,
@@ -72,6 +73,7 @@ def evolve_command(
     sandbox: SandboxOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    fresh_container: FreshContainerOption = False,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     store: StoreOption = None,
     as_json: JsonOption = False,
@@ -89,7 +91,7 @@ def evolve_command(
     ws = load_workspace()
     spec = ws.load_harness(base)
     pol = policy_of(ws, policy, param, spec.manifest.env)
-    where = placement(ws, workers, sandbox, executor, ray_address)
+    where = placement(ws, workers, sandbox, executor, ray_address, fresh_container)
     limits = Limits(timeout_s=timeout)
     evaluation = eval_request(
         ws, spec, suite, pol, where, split=split, rollouts=rollouts, limits=limits

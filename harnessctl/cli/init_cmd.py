@@ -9,7 +9,10 @@ import typer
 def init_command(
     directory: Annotated[Path, typer.Argument(help="Directory to make a workspace.")] = Path("."),
     examples: Annotated[
-        bool, typer.Option(help="Copy the bundled base harnesses (dbbench-base, dbbench-fc) and example suite.")
+        bool,
+        typer.Option(
+            help="Copy the bundled base harnesses (dbbench-base, dbbench-fc) and example suite."
+        ),
     ] = True,
 ) -> None:
     """Make a workspace: a git repository with harnesses/, profiles/, harnessctl.yaml and the

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from ..constants import (
+    ENV_DOCKER_FRESH,
     ENV_EXECUTOR,
     ENV_POLICY,
     ENV_RAY_ADDRESS,
@@ -50,6 +51,16 @@ SandboxOption = Annotated[
     str | None,
     typer.Option(help="Sandbox backend (local, docker or a registered one).", envvar=ENV_SANDBOX),
 ]
+FreshContainerOption = Annotated[
+    bool,
+    typer.Option(
+        "--fresh-container",
+        help="Docker: one container per rollout, created for it and removed after it (no "
+        "state can cross rollouts; about twice the per-rollout cost of the default hardened "
+        "warm containers, docs/sandboxes.md). The local backend starts every rollout fresh.",
+        envvar=ENV_DOCKER_FRESH,
+    ),
+]
 ExecutorOption = Annotated[
     str | None,
     typer.Option(
@@ -83,14 +94,28 @@ def policy_of(ws, model: str | None, params: list[str] | None, env: str):
 
 
 def placement(
-    ws, workers: int | None, sandbox: str | None, executor: str | None, ray_address: str | None
+    ws,
+    workers: int | None,
+    sandbox: str | None,
+    executor: str | None,
+    ray_address: str | None,
+    fresh_container: bool = False,
 ) -> dict:
-    """EvalRequest fields saying where rollouts run: flags, else the workspace's settings."""
+    """EvalRequest fields saying where rollouts run: flags, else the workspace's settings.
+    ``--fresh-container`` is a docker mode: with another backend it is a usage error."""
+    chosen = sandbox or ws.config.sandbox
+    if fresh_container and chosen != "docker":
+        raise typer.BadParameter(
+            f"applies to --sandbox docker, not {chosen!r} (the local backend already starts "
+            "every rollout in a fresh sandbox)",
+            param_hint="--fresh-container",
+        )
     return {
         "workers": workers or ws.config.workers,
-        "sandbox": sandbox or ws.config.sandbox,
+        "sandbox": chosen,
         "executor": executor or ws.config.executor,
         "ray_address": ray_address or ws.config.ray_address,
+        "fresh_container": fresh_container,
     }
 
 

@@ -9,6 +9,7 @@ import typer
 
 from .options import (
     ExecutorOption,
+    FreshContainerOption,
     JsonOption,
     ParamOption,
     PolicyOption,
@@ -72,6 +73,7 @@ def profile_command(
     sandbox: SandboxOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    fresh_container: FreshContainerOption = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -89,7 +91,7 @@ def profile_command(
     specs = [ws.load_harness(h) for h in harnesses]
     base_spec = ws.load_harness(base) if base else lineage_root(specs[0], ws.harnesses_dir)
     pol = policy_of(ws, policy, param, base_spec.manifest.env)
-    where = placement(ws, workers, sandbox, executor, ray_address)
+    where = placement(ws, workers, sandbox, executor, ray_address, fresh_container)
     runs = dict(split=split, rollouts=rollouts, seed=seed, command="profile")
     template = eval_request(ws, base_spec, suite, pol, where, **runs)
     db = ws.open_store(store)

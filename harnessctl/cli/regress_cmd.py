@@ -9,6 +9,7 @@ import typer
 
 from .options import (
     ExecutorOption,
+    FreshContainerOption,
     JsonOption,
     ParamOption,
     PolicyOption,
@@ -61,6 +62,7 @@ def test_command(
     sandbox: SandboxOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
+    fresh_container: FreshContainerOption = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -77,7 +79,7 @@ def test_command(
     if not specs:
         raise typer.BadParameter(f"no harness has a baseline under {root}")
     pol = policy_of(ws, policy, param, specs[0].manifest.env)
-    where = placement(ws, workers, sandbox, executor, ray_address)
+    where = placement(ws, workers, sandbox, executor, ray_address, fresh_container)
     template = eval_request(
         ws, specs[0], suite, pol, where, split=split or "train", rollouts=rollouts, command="test"
     )

@@ -52,6 +52,10 @@ def session_options(request) -> dict:
         "max_tokens": request.max_tokens,
         "upstream_retries": request.upstream_retries,
         "upstream_backoff_s": request.upstream_backoff_s,
-        # the suite names its container image; other backends take no image
-        "sandbox_options": {"image": request.suite.image} if request.sandbox == "docker" else None,
+        # the suite names its container image; other backends take neither option
+        "sandbox_options": (
+            {"image": request.suite.image, "fresh": request.fresh_container or None}
+            if request.sandbox == "docker"
+            else None
+        ),
     }

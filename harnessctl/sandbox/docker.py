@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..constants import RT_ENV_TOKEN
+from ..constants import ENV_DOCKER_FRESH, RT_ENV_TOKEN
 from ..errors import HarnessctlError
 from . import Job, Limits, SandboxResult, stage_packages
 from .docker_files import copy_in, copy_out, read_only_tree, read_tail
@@ -62,7 +62,7 @@ from .docker_reaper import (
 
 DEFAULT_IMAGE = "harnessctl-runtime:latest"
 ENV_IMAGE = "HARNESSCTL_DOCKER_IMAGE"
-ENV_FRESH = "HARNESSCTL_DOCKER_FRESH"  # 1: one container per rollout (no reuse at all)
+ENV_FRESH = ENV_DOCKER_FRESH  # 1: one container per rollout (no reuse at all)
 SANDBOX_USER = "65534:65534"
 INIT_USER = "0:0"  # the idle init: another uid than the rollouts', and no capabilities
 LOG_DIR = "/hxlog"
