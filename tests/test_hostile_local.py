@@ -256,6 +256,7 @@ def test_fallback_is_loud_and_refuses_editor_written_harnesses(workspace, monkey
     assert result.exit_code == 0, result.output
     isolation = json.loads(rows(workspace)[0].isolation_json)
     assert isolation["filesystem"].startswith("host") and "UNISOLATED" in isolation["warning"]
+    assert "warning: UNISOLATED local sandbox" in " ".join(result.stderr.split())  # on stderr
     # an explicit opt-in lifts the refusal
     monkeypatch.setenv("HARNESSCTL_ALLOW_UNISOLATED", "1")
     result, data = eval_json("child", "--sandbox", "local", *task_flags([FLOOD]))

@@ -8,6 +8,7 @@ a reply holding ``[/]`` must not crash the renderer.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from functools import lru_cache
 
@@ -57,15 +58,43 @@ def print_error(exc: BaseException) -> None:
     err_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
 
 
+class _WarningsToStderr(logging.Handler):
+    """The library's warnings (``logging.getLogger("harnessctl...")``), each distinct one
+    printed once to stderr as ``warning: ...``: a sandbox that fell back to no isolation must
+    not be a line only the store knows."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if text not in self.seen:
+            self.seen.add(text)
+            err_console().print(f"[bold yellow]warning:[/] {escape(text)}", soft_wrap=True)
+
+
+def show_library_warnings() -> None:
+    """Route the library's warnings to stderr, each distinct one once per command."""
+    log = logging.getLogger("harnessctl")
+    handler = next((h for h in log.handlers if isinstance(h, _WarningsToStderr)), None)
+    if handler is None:
+        log.addHandler(handler := _WarningsToStderr())
+        log.setLevel(min(log.level or logging.WARNING, logging.WARNING))
+    handler.seen.clear()
+
+
 def handle_errors(func, exit_code: int | None = None):
     """Turn a HarnessctlError into a one-line message and its exit code (``exit_code`` when
-    given: a command whose exit codes mean something else), without a traceback."""
+    given: a command whose exit codes mean something else), without a traceback; the
+    library's warnings go to stderr."""
     import typer
 
     from ..errors import HarnessctlError
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        show_library_warnings()
         try:
             return func(*args, **kwargs)
         except HarnessctlError as exc:

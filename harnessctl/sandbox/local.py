@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import selectors
 import shutil
@@ -46,6 +47,7 @@ from . import Job, SandboxResult, mark_owner, reap_stale, stage_packages
 
 SANDBOX_UID = 65534  # nobody
 BOOT = "import sys; sys.path.insert(0, {path!r}); from harnessctl_runtime.boot import main; main()"
+_log = logging.getLogger(__name__)
 ALLOW_ENV = "HARNESSCTL_ALLOW_UNISOLATED"
 BWRAP_ENV = "HARNESSCTL_BWRAP"
 TAIL_BYTES = 4000  # what the host keeps of each of stdout and stderr
@@ -200,6 +202,7 @@ class LocalSandbox:
             "network": "host",
             "pid_namespace": False,
         }
+        _log.warning(level["warning"])
         self._exe = self.python
         if not self.isolate or shutil.which("unshare") is None:
             return [], level
