@@ -208,3 +208,16 @@ def test_report_renders_in_headless_chromium(evolved, tmp_path):
     opened = chromium(tmp_path, "--dump-dom", f"{url}#cell=c0")
     assert 'data-shown="c0"' in opened and opened.count('class="rollout"') >= 1
     assert "dbbench-base: all rollouts" in opened
+
+
+def test_every_script_string_literal_closes_on_its_line():
+    """A Python ``\\n`` inside the script's JS strings is a real newline there: an unterminated
+    literal, a syntax error that silently disables the whole script (cells stop opening)."""
+    import re
+
+    from harnessctl.report.assets import JS
+
+    for number, line in enumerate(JS.splitlines(), 1):
+        code = re.sub(r"/\^.*?\$/", "", line.split("//")[0])  # no comments, no regex literal
+        quotes = len(re.findall(r"(?<!\\)'", code))
+        assert quotes % 2 == 0, (number, line)

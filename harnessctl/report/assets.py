@@ -74,7 +74,7 @@ function show(id){
   }
   if((r.env_steps||[]).length){
    d.appendChild(pre('environment steps',(r.env_steps).map(st=>st.kind+' ['+st.status+
-    (st.done?', done':'')+'] '+st.action+'\n= '+st.observation).join('\n')));
+    (st.done?', done':'')+'] '+st.action+'\\n= '+st.observation).join('\\n')));
   }
   d.appendChild(pre('result','status '+r.result.status+'  answer '+r.result.answer+
    (r.result.traceback?'\\n'+r.result.traceback:'')+'\\nscore '+r.score.success+' '+
