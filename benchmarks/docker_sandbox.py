@@ -11,7 +11,8 @@ Measures, at 1 and 2 workers, with the offline policy (sim/dbbench), the same ep
   import, gateway, one container per worker, close) cancel out;
 * eval-fresh: the same with `HARNESSCTL_DOCKER_FRESH=1`, one container per rollout;
 * exec-warm (b): a bare loop of exec into one warm container per worker, through the
-  engine's HTTP API (create, start detached, poll every 10 ms, as the backend does);
+  engine's HTTP API (create, start detached, poll every 10 ms, as the backend did before
+  it waited on the exec's attach stream);
 * run-cold (a): a bare loop of `docker run --rm`, one container per episode.
 
 (a) and (b) run exactly what an eval rollout runs in its sandbox: the real runtime (a
