@@ -5,7 +5,6 @@ function-calling base (dbbench-fc) with its own catalogue repairs."""
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -160,13 +159,8 @@ def test_export_edits_is_a_valid_task_disjoint_dataset(reference, tmp_path):
 
 
 def test_evolve_on_the_function_calling_base_accepts_its_repairs(tmp_path):
-    from tests.conftest import ROOT
-
-    ws = make_ws(tmp_path / "ws")
-    shutil.copytree(ROOT / "harnesses" / "dbbench-fc", ws / "harnesses" / "dbbench-fc")
-    repo = git.Repo(ws)
-    repo.git.add("harnesses/dbbench-fc")
-    repo.index.commit("add dbbench-fc")
+    ws = make_ws(tmp_path / "ws")  # init copies every bundled base, dbbench-fc among them
+    assert (ws / "harnesses" / "dbbench-fc" / "harness.yaml").is_file()
     args = ["evolve", "dbbench-fc", *ARGS[2:]]
     args[args.index("--rounds") + 1] = "1"
     result = run_evolve(ws, "--directions", "execution-recovery,format-validation", args=args)

@@ -61,7 +61,7 @@ def cli(ws, monkeypatch):
 
 def siblings(ws: Path) -> list[str]:
     return sorted(
-        p.name for p in (ws / "harnesses").iterdir() if p.is_dir() and p.name != "dbbench-base"
+        p.name for p in (ws / "harnesses").iterdir() if p.name.startswith("dbbench-base.")
     )
 
 

@@ -36,8 +36,9 @@ TaskOption = Annotated[
 RouterOption = Annotated[
     str | None,
     typer.Option(
-        help="Rank-1 routed eval: POOL (a directory of harnesses or comma-separated "
-        "names) with current profiles under this policy; each task with a failure of "
+        help="Rank-1 routed eval: POOL (a directory of harnesses, of which those of "
+        "HARNESS's lineage count, or comma-separated names) with current profiles under "
+        "this policy; each task with a failure of "
         "HARNESS re-runs under the router's first choice. See docs/profiles.md.",
     ),
 ]
@@ -110,7 +111,7 @@ def _routed(ws, db, request, pool: str, *, as_json: bool) -> None:
     from .render import console, err_console, print_result
     from .route_view import render_routed
 
-    specs = pool_specs(ws, pool_arg(pool))
+    specs = pool_specs(ws, pool_arg(pool), lineage_of=request.harness)
     with rollout_progress(err_console(), enabled=not as_json) as progress:
         result = routed_eval(request, specs, db, progress=progress)
     if as_json:

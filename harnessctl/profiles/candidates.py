@@ -13,11 +13,29 @@ from .runner import load_profiles
 from .voting import Voter
 
 
-def pool_specs(ws: Workspace, pool: Path | list[str]) -> list[HarnessSpec]:
-    """A pool given as a directory of harness directories, or as names/directories."""
+def pool_specs(
+    ws: Workspace, pool: Path | list[str], *, lineage_of: HarnessSpec | None = None
+) -> list[HarnessSpec]:
+    """A pool given as a directory of harness directories, or as names/directories. With
+    ``lineage_of``, a directory contributes only the harnesses of that harness's lineage (its
+    root and the root's descendants): another base there is not one of its repairs."""
     if isinstance(pool, Path):
-        return [load_harness(p) for p in harness_dirs(pool)]
+        specs = [load_harness(p) for p in harness_dirs(pool)]
+        if lineage_of is None:
+            return specs
+        root = _root_name(lineage_of, ws.harnesses_dir)
+        return [s for s in specs if _root_name(s, pool) == root]
     return [ws.load_harness(name) for name in pool]
+
+
+def _root_name(spec: HarnessSpec, harnesses_dir: Path) -> str:
+    """The name at the top of ``spec``'s parent chain as far as ``harnesses_dir`` holds it."""
+    seen = {spec.name}
+    name, parent = spec.name, spec.manifest.parent
+    while parent and parent not in seen and (harnesses_dir / parent / "harness.yaml").is_file():
+        seen.add(parent)
+        name, parent = parent, load_harness(harnesses_dir / parent).manifest.parent
+    return parent or name
 
 
 def profiled_specs(ws: Workspace, store, *, policy_id: str, suite: str) -> list[HarnessSpec]:
