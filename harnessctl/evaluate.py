@@ -1,7 +1,7 @@
 """Evaluation: run a harness over a suite split with a policy, cached and resumable.
 
 Every (task, seed) pair is one rollout, identified by its cache key: harness hash, task
-content hash, policy id, seed and runtime version. A key already in the store is served
+content hash, policy id, seed, runtime version and budgets (limits, call and token caps). A key already in the store is served
 from it; the rest run in parallel sandboxes, each result written to the store as soon as
 it finishes, so an interrupted run loses nothing finished and resumes where it stopped.
 Infrastructure failures are retried (bounded) and recorded as attempts, never as rollouts.
@@ -82,9 +82,19 @@ class EvalResult:
         )
 
 
-def cache_key(harness_hash: str, task_hash: str, policy_id: str, seed: int, runtime: str) -> str:
-    blob = json.dumps([harness_hash, task_hash, policy_id, seed, runtime])
+def cache_key(
+    harness_hash: str, task_hash: str, policy_id: str, seed: int, runtime: str, budget: str
+) -> str:
+    blob = json.dumps([harness_hash, task_hash, policy_id, seed, runtime, budget])
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def budget_key(request: EvalRequest) -> str:
+    """A rollout's budgets, canonical: its sandbox limits (wall clock, memory, CPU, processes,
+    file size, open files) and the gateway's call and token caps. Each can change an outcome
+    (``timeout``, ``context_limit``...), so a result is served only to a run with the same."""
+    budget = {**vars(request.limits), "max_calls": request.max_calls, "max_tokens": request.max_tokens}
+    return json.dumps(budget, sort_keys=True, separators=(",", ":"))
 
 
 def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> EvalResult:
@@ -101,6 +111,7 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
         tasks = [t for t in tasks if t.id in wanted]
     # everything that can change an outcome besides harness, task, policy id and seed
     runtime = rollout_version(suite.environment, request.policy.model)
+    budget = budget_key(request)
     harness = request.harness
     if request.pairs is not None:
         by_id = {t.id: t for t in tasks}
@@ -109,7 +120,7 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
         seeds = range(request.seed, request.seed + request.rollouts)
         chosen = [(t, s) for t in tasks for s in seeds]
     jobs = [
-        Pending(t, s, cache_key(harness.hash, t.content_hash, request.policy.id, s, runtime))
+        Pending(t, s, cache_key(harness.hash, t.content_hash, request.policy.id, s, runtime, budget))
         for t, s in chosen
     ]
     found = store.get_by_cache_keys([j.cache_key for j in jobs])

@@ -40,11 +40,17 @@ def require_repo(directory: Path) -> None:
     from .errors import HarnessctlError
 
     try:
-        git.Repo(directory)
+        repo = git.Repo(directory)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise HarnessctlError(
             f"{directory} is not a git repository: run `harnessctl init {directory}` first"
         ) from None
+    lock = Path(str(repo.git_dir)) / "index.lock"
+    if lock.exists():
+        raise HarnessctlError(
+            f"{lock} exists: a git command was killed mid-way (or is running now); if no git "
+            "command is running in this workspace, delete that file and rerun"
+        )
 
 
 def find_commit(directory: Path, needle: str) -> str | None:
@@ -67,6 +73,12 @@ def commit_directory(directory: Path, path: Path, message: str) -> str:
     repo = git.Repo(directory)
     rel = path.resolve().relative_to(Path(str(repo.working_tree_dir)).resolve()).as_posix()
     _ensure_identity(repo)
-    repo.git.add("--", rel)
-    repo.git.commit("-m", message, "--", rel)
+    try:
+        repo.git.add("--", rel)
+        repo.git.commit("-m", message, "--", rel)
+    except git.GitCommandError as exc:
+        from .errors import HarnessctlError
+
+        detail = (str(exc.stderr or "").strip().splitlines() or [str(exc.status)])[0]
+        raise HarnessctlError(f"git commit of {rel} failed: {detail}") from None
     return repo.head.commit.hexsha

@@ -100,3 +100,17 @@ def test_a_killed_run_resumes_without_redoing_finished_rollouts(workspace):
     assert result.executed == 180 - len(before)
     keys = [r.cache_key for r in store.rollouts()]
     assert len(keys) == len(set(keys)) == 180
+
+
+def test_a_result_under_other_budgets_is_not_served_from_the_cache(workspace):
+    store = load_workspace(workspace).open_store()
+    policy = Policy("sim/dbbench")
+    starved = evaluate(request(workspace, policy, task_ids=["dev-009"], max_calls=1), store)
+    assert [r.outcome for r in starved.rows] == ["context_limit"] and starved.executed == 1
+    plain = evaluate(request(workspace, policy, task_ids=["dev-009"]), store)
+    assert plain.cached == 0 and plain.executed == 1  # a looser budget runs afresh
+    assert plain.rows[0].outcome != "context_limit"
+    short = evaluate(request(workspace, policy, task_ids=["dev-009"], limits=Limits(timeout_s=29)), store)
+    assert short.cached == 0 and short.executed == 1  # every limit is part of the key
+    again = evaluate(request(workspace, policy, task_ids=["dev-009"], max_calls=1), store)
+    assert again.cached == 1 and again.rows[0].outcome == "context_limit"  # same budget: cached

@@ -64,6 +64,7 @@ def engine_for(workspace):
             editor_retries=retries,
         )
 
+    make.workspace = workspace
     return make
 
 
@@ -129,3 +130,36 @@ def test_max_edits_stops_the_evolution(workspace):
     assert result.stopped == "max edits (1) reached"
     assert result.edits[0].editor == "rules"
     assert result.edits[0].response.startswith("rule-based editor (offline, not an LLM)")
+
+
+def test_a_new_editor_setting_is_a_new_run_and_never_replaces_a_committed_sibling(engine_for):
+    with OpenAIStub() as stub:
+        stub.push(Reply(GOOD))
+        first = engine_for(stub, retries=0).run()
+    [kept] = [e for e in first.edits if e.accepted]
+    repo = git.Repo(engine_for.workspace)
+    kept_dir = engine_for.workspace / "harnesses" / kept.child_name
+    before = {p: p.read_bytes() for p in kept_dir.rglob("*") if p.is_file()}
+    with OpenAIStub() as other:  # another api_base: the same model, elsewhere
+        other.push(Reply(GOOD))
+        second = engine_for(other, retries=0).run()
+        assert len(other.chat_requests) == 1  # asked, not replayed from the first run
+    assert second.evolve_id != first.evolve_id
+    [new] = [e for e in second.edits if e.accepted]
+    assert new.id != kept.id and new.child_name == f"{kept.child_name}-2"
+    assert {p: p.read_bytes() for p in kept_dir.rglob("*") if p.is_file()} == before
+    assert load_harness(kept_dir).manifest.edit_id == kept.id
+    assert f"Harness-Edit-Id: {new.id}" in repo.head.commit.message
+    assert not repo.is_dirty(untracked_files=True)
+
+
+def test_a_stale_git_lock_is_named_in_one_line_before_any_work(engine_for, workspace):
+    from harnessctl.errors import HarnessctlError
+
+    with OpenAIStub() as stub:
+        engine = engine_for(stub)
+        (workspace / ".git" / "index.lock").write_text("")
+        with pytest.raises(HarnessctlError, match=r"index\.lock exists.*delete that file"):
+            engine.run()
+        assert stub.chat_requests == []
+    assert engine.store.rollouts() == []

@@ -114,3 +114,31 @@ def test_editors_resolve_through_the_registry():
         EDITORS.unregister("mine")
     dotted = make_editor("harnessctl.evolve.editors:rule_editor", family="dbbench")
     assert isinstance(dotted, RuleEditor)
+
+
+def test_the_evolve_id_covers_every_setting_that_changes_what_is_proposed_or_accepted(workspace):
+    from dataclasses import replace
+
+    from harnessctl.evolve.editors import LLMEditor, make_editor
+    from harnessctl.evolve.engine import EvolveRequest, evolve_id
+    from tests.evolve_helpers import committed_workspace_eval
+
+    _, base, evaluation = committed_workspace_eval(workspace, split="dev")
+    catalog = catalogue("dbbench")
+    editor = LLMEditor("openai/x", {"api_base": "http://127.0.0.1:1/v1", "api_key": "sk-a"})
+    req = EvolveRequest(base, evaluation, [catalog["termination"]], editor)
+    same_key = LLMEditor("openai/x", {"api_base": "http://127.0.0.1:1/v1", "api_key": "sk-b"})
+    assert evolve_id(replace(req, editor=same_key)) == evolve_id(req)  # a credential is not
+    changed = [
+        replace(req, editor=LLMEditor("openai/x", {"api_base": "http://127.0.0.1:2/v1"})),
+        replace(req, editor=make_editor("rules", family="dbbench")),
+        replace(req, rounds=3),
+        replace(req, directions=[catalog["termination"], catalog["format-validation"]]),
+        replace(req, directions=[catalog["termination"].model_copy(update={"targets": []})]),
+        replace(req, alpha=0.05),
+        replace(req, min_net=2),
+        replace(req, eval=replace(evaluation, max_calls=7)),
+        replace(req, eval=replace(evaluation, limits=replace(evaluation.limits, timeout_s=5))),
+    ]
+    ids = {evolve_id(r) for r in changed}
+    assert len(ids) == len(changed) and evolve_id(req) not in ids

@@ -16,6 +16,8 @@ any other ``--editor`` value is a litellm model string for ``LLMEditor``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -185,6 +187,12 @@ class RuleEditor:
 
     def __init__(self, repairs: list[Repair]) -> None:
         self.repairs = repairs
+
+    @property
+    def identity(self) -> str:
+        """``rules`` and its catalogue: an edited repair is a new editor (evolve id)."""
+        blob = json.dumps([r.model_dump(mode="json") for r in self.repairs], sort_keys=True)
+        return f"rules#{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
     def propose(self, ctx: EditContext, feedback: str | None) -> Proposal | None:
         tried = {

@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..errors import HarnessctlError
 from ..evaluate import EvalRequest, evaluate
 from ..gateway.protocol import redact
 from ..harness import HarnessSpec, load_harness
@@ -161,20 +162,51 @@ class EvolveResult:
 
 
 def evolve_id(req: EvolveRequest) -> str:
+    """Everything that can change what an evolve run proposes or accepts: base, suite, split,
+    policy, budgets, the editor with its parameters (credentials left out), the directions'
+    definitions, rounds, batch sizes and the acceptance rule. A rerun with all of them equal
+    resumes (replays its recorded edits); any change is a new run with new edits."""
+    from ..evaluate import budget_key
+
     blob = json.dumps(
         [
             req.base.hash,
             req.eval.suite.id,
             req.eval.split,
             req.eval.policy.id,
-            req.editor.name,
+            editor_identity(req.editor),
             req.eval.rollouts,
             req.eval.seed,
+            budget_key(req.eval),
             req.batch_size,
             req.control_size,
-        ]
+            [d.model_dump(mode="json") for d in req.directions],
+            req.rounds,
+            req.alpha,
+            req.min_net,
+            req.editor_retries,
+        ],
+        sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _edit_id_of(directory: Path) -> str | None:
+    """The ``edit_id`` a harness directory's manifest records (None: none, or unreadable)."""
+    try:
+        return load_harness(directory).manifest.edit_id
+    except HarnessctlError:  # a broken or foreign directory is not ours either
+        return None
+
+
+def editor_identity(editor: Editor) -> str:
+    """The editor's name and parameters: its ``identity`` where it has one, else its name
+    with its non-secret ``params`` (an LLM editor's ``api_base``, temperature...)."""
+    identity = getattr(editor, "identity", None)
+    if isinstance(identity, str):
+        return identity
+    params = redact(dict(getattr(editor, "params", None) or {}))
+    return json.dumps([editor.name, params], sort_keys=True, default=str)
 
 
 class Engine:
@@ -305,7 +337,7 @@ class Engine:
             update = child_manifest(
                 parent,
                 direction,
-                f"{self.req.base.name}.{direction.name}.r{rnd}",
+                self._child_name(direction.name, rnd, edit_id),
                 edit_id=edit_id,
                 description=f"{self.req.base.manifest.description.strip()} "
                 f"Edited along {direction.name} (round {rnd}).",
@@ -359,6 +391,19 @@ class Engine:
                 continue
             return self._record_verdict(direction, rnd, row, verdict, staging)
         return None
+
+    def _child_name(self, direction: str, rnd: int, edit_id: str) -> str:
+        """``<base>.<direction>.r<round>``, or with ``-2``, ``-3``... when that name is taken
+        by another edit's tree: a name under ``harnesses/`` is never reused for a different
+        tree. This edit's own directory (committed, or left by a crash before its commit)
+        keeps its name, so a rerun finds it again."""
+        stem = f"{self.req.base.name}.{direction}.r{rnd}"
+        for n in range(1, 1000):
+            name = stem if n == 1 else f"{stem}-{n}"
+            target = self.ws.harnesses_dir / name
+            if not target.exists() or _edit_id_of(target) == edit_id:
+                return name
+        raise HarnessctlError(f"{self.ws.harnesses_dir}: no free name for {stem}")
 
     def _context_record(self, direction, ctx, batch, control, parent, update) -> dict:
         """What the editor saw and how its edit is judged: the basis of exported datasets.
@@ -455,7 +500,9 @@ class Engine:
         target = self.ws.harnesses_dir / name
         if existing is not None:
             return existing
-        if target.exists():  # left behind by a crash between copy and commit
+        if target.exists():  # this edit's copy, left by a crash between copy and commit
+            if _edit_id_of(target) != row.id:  # _child_name never picks another's tree
+                raise HarnessctlError(f"{target}: holds another edit's harness; not replaced")
             shutil.rmtree(target)
         shutil.copytree(staging, target)
         message = (
