@@ -22,7 +22,7 @@ from .executors.base import EXECUTORS, Pending, Progress, check_executor, sessio
 from .harness import HarnessSpec, check_environment, rollout_version
 from .outcomes import Outcome
 from .policy import Policy
-from .rollout import RolloutRecord, RolloutSession
+from .rollout import RolloutRecord, RolloutSession, check_run_config
 from .sandbox import Limits
 from .suite import Suite
 from .summary import EvalRecord, SkippedTask, Summary, summarize
@@ -300,4 +300,6 @@ class _LocalRunner(Recorder):
             if record.outcome != Outcome.INFRA_ERROR:
                 return self.record(job, record, attempt)
             self.record_attempt(job, record.outcome.value, record.error or "", record.ledger)
+            check_run_config(record.ledger, self.request.policy)
         return None
+

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .constants import DEFAULT_MAX_STEPS
 from .envs import Environment, Task, runtime_binding, surface
+from .errors import ConfigError
 from .gateway.ledger import RolloutLedger
 from .gateway.protocol import redact
 from .harness import HarnessSpec
@@ -369,3 +370,14 @@ def _error_text(
         detail = tail[-1] if tail else "no output"
         return f"runtime exited with code {result.exit_code} without a result: {detail}"
     return None
+
+
+def check_run_config(ledger: RolloutLedger | None, policy: Policy) -> None:
+    """Stop the run when the provider refused its configuration (``ledger.config_error``):
+    every rollout would fail the same way, and none of it is the harness's doing."""
+    if ledger is not None and ledger.config_error:
+        raise ConfigError(
+            f"policy {policy.model}",
+            f"the provider refused this run's configuration (model name, credentials or a "
+            f"--param): {ledger.config_error}",
+        )

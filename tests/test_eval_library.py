@@ -114,3 +114,21 @@ def test_a_result_under_other_budgets_is_not_served_from_the_cache(workspace):
     assert short.cached == 0 and short.executed == 1  # every limit is part of the key
     again = evaluate(request(workspace, policy, task_ids=["dev-009"], max_calls=1), store)
     assert again.cached == 1 and again.rows[0].outcome == "context_limit"  # same budget: cached
+
+
+def test_a_refused_policy_parameter_stops_the_run_and_stores_no_outcome(workspace):
+    import pytest
+
+    from harnessctl.errors import ConfigError
+
+    store = load_workspace(workspace).open_store()
+    refusal = Fail(400, "Unrecognized request argument supplied: skill", type="invalid_request_error")
+    with OpenAIStub(default=refusal) as stub:
+        policy = Policy("openai/stub-model", {"api_base": stub.url, "api_key": "k", "skill": 2})
+        with pytest.raises(ConfigError, match="refused this run's configuration.*skill"):
+            evaluate(request(workspace, policy, workers=1), store)
+        assert len(stub.chat_requests) <= 3  # a call, its probe, at most one more in flight
+    assert store.rollouts() == []  # no task outcome stored
+    attempts = store.attempts()
+    assert {a.outcome for a in attempts} == {"infra_error"}
+    assert store.run(attempts[0].run_id).status == "failed"

@@ -147,8 +147,29 @@ def test_context_limit_and_bad_request_are_not_infra(gw, stub):
         client.chat(ASK)
     ledger = gw.close_rollout(token)
     assert [c.status for c in ledger.calls] == ["context_limit", "bad_request"]
-    assert ledger.infra_error is None
-    assert len(stub.chat_requests) == 2  # 4xx never retried
+    assert ledger.infra_error is None and ledger.config_error is None
+    # 4xx never retried; the bad request was followed by one minimal probe of the run's
+    # parameters, which the provider accepted: the refusal was the harness's request's
+    assert len(stub.chat_requests) == 3
+    assert stub.chat_requests[2].body["messages"] == [
+        {"role": "user", "content": "Reply with OK."}
+    ]
+
+
+def test_a_refused_run_configuration_is_a_config_error_probed_once(gw, stub):
+    stub.fail(400, "Unrecognized request argument supplied: skill", type="invalid_request_error")
+    stub.fail(400, "Unrecognized request argument supplied: skill", type="invalid_request_error")
+    stub.fail(400, "Unrecognized request argument supplied: skill", type="invalid_request_error")
+    first = open_rollout(gw, stub)
+    with pytest.raises(ModelRequestError):
+        GatewayClient(gw.address, first).chat(ASK)
+    ledger = gw.close_rollout(first)
+    assert "skill" in (ledger.config_error or "") and ledger.infra_error
+    second = open_rollout(gw, stub)
+    with pytest.raises(ModelRequestError):
+        GatewayClient(gw.address, second).chat(ASK)
+    assert "skill" in (gw.close_rollout(second).config_error or "")
+    assert len(stub.chat_requests) == 3  # two calls and one probe: the verdict is kept
 
 
 def test_provider_auth_failure_marks_infra_error(gw, stub):

@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import ConfigError, HarnessctlError, InfraError
 from ..evaluate import Recorder
 from ..outcomes import Outcome
+from ..rollout import check_run_config
 from .base import Pending, Progress, session_options
 from .node import HarnessBundle, NodeJob, run_rollout
 
@@ -99,6 +100,7 @@ class RayRunner(Recorder):
                     row, error, ledger = self._collect(ray, ref, job, attempt)
                     if error is not None:
                         self.record_attempt(job, Outcome.INFRA_ERROR.value, error, ledger)
+                        check_run_config(ledger, request.policy)
                         if attempt <= request.retries:
                             queue.insert(0, job)
                             continue

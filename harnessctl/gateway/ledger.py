@@ -70,7 +70,10 @@ class RolloutLedger:
     """Every model call of one rollout, ordered by ``index``, and why it may have gone wrong.
 
     ``infra_error`` is set when the gateway or provider failed (the host classifies the rollout
-    ``infra_error`` and retries it); ``budget_exceeded`` when a call was refused for the budget.
+    ``infra_error`` and retries it); ``budget_exceeded`` when a call was refused for the budget;
+    ``config_error`` (with ``infra_error``) when the provider refused the run's own
+    configuration (credentials, model name, a policy parameter): retrying cannot help, and
+    the host stops the run instead of recording a task outcome.
     """
 
     rollout_id: str
@@ -80,6 +83,7 @@ class RolloutLedger:
     steps: list[Any] = field(default_factory=list)
     infra_error: str | None = None
     budget_exceeded: str | None = None
+    config_error: str | None = None
 
     @property
     def prompt_tokens(self) -> int:

@@ -115,6 +115,7 @@ class Gateway:
         self._completer: Completer = completer if completer is not None else llm.complete
         self._socket_dir, self._port = socket_dir, port
         self._rollouts: dict[str, _Rollout] = {}
+        self._probed: dict[str, bool] = {}  # (model, run params) -> refused on a minimal call
         self._lock = threading.Lock()
         self._server: socketserver.BaseServer | None = None
         self.socket_path: Path | None = None
@@ -291,8 +292,15 @@ class Gateway:
         except llm.ModelRequestError as exc:
             status, code, err = 400, "bad_request", exc
             rec.status = BAD_REQUEST
-            # 401/403/404: the host's key or model name is wrong, not the harness's request.
-            infra = exc.status_code in (401, 403, 404)
+            # 401/403/404: the host's key or model name is wrong, not the harness's request;
+            # a 400 is the run's too when a minimal request with its parameters is refused.
+            config = exc.status_code in (401, 403, 404) or self._refused_config(
+                ledger.model, state.params
+            )
+            if config:
+                infra = True
+                with state.cond:
+                    ledger.config_error = ledger.config_error or f"{exc}"
         except llm.UpstreamError as exc:
             status, code, err, infra = 502, "upstream_error", exc, True
             rec.status = UPSTREAM_ERROR
@@ -310,6 +318,35 @@ class Gateway:
                 ledger.infra_error = rec.error
         kind = {400: "invalid_request_error", 502: "upstream_error"}.get(status, "server_error")
         return status, protocol.error_body(kind, code, str(err))
+
+    def _refused_config(self, model: str, run_params: dict[str, Any]) -> bool:
+        """Whether the provider refuses ``model`` with the run's parameters on a minimal
+        request (one short user message): then a refusal is the run's configuration, not the
+        harness's request. Asked once per (model, parameters); an unanswered probe (provider
+        down) decides nothing and is asked again next time."""
+        key = json.dumps([model, run_params], sort_keys=True, default=str)
+        with self._lock:
+            known = self._probed.get(key)
+        if known is not None:
+            return known
+        try:
+            self._completer(
+                model,
+                [{"role": "user", "content": "Reply with OK."}],
+                dict(run_params),
+                metadata={"harnessctl": {"purpose": "configuration probe"}},
+                timeout_s=self.timeout_s,
+                retries=self.retries,
+                backoff_s=self.backoff_s,
+            )
+            refused = False
+        except llm.ModelRequestError:
+            refused = True
+        except Exception:  # no answer: nothing learned about the configuration
+            return False
+        with self._lock:
+            self._probed[key] = refused
+        return refused
 
     def _finish(self, state: _Rollout, rec: CallRecord, c: llm.Completion) -> Response:
         rec.model, rec.reply, rec.attempts = c.model, c.content, c.attempts

@@ -99,7 +99,10 @@ class PoolHarness:
             task = task_from_record(task, env=self.spec.manifest.env)
         real = policy.to_policy() if isinstance(policy, EndpointPolicy) else policy
         check_environment(self.spec, task.env)
+        from ..rollout import check_run_config
+
         rec = self.pool.session().run(self.spec, task, seed, real)
+        check_run_config(rec.ledger, real)  # a refused configuration is no task failure
         calls = rec.trajectory.calls
         messages: list[dict] = []
         if calls:
