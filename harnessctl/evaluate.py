@@ -1,9 +1,10 @@
 """Evaluation: run a harness over a suite split with a policy, cached and resumable.
 
 Every (task, seed) pair is one rollout, identified by its cache key: harness hash, task
-content hash, policy id, seed, runtime version and budgets (limits, call and token caps). A key already in the store is served
-from it; the rest run in parallel sandboxes, each result written to the store as soon as
-it finishes, so an interrupted run loses nothing finished and resumes where it stopped.
+content hash, policy id, seed, runtime version and budgets (limits, call and token caps).
+A key already in the store is served from it; the rest run in parallel sandboxes, each
+result written to the store as soon as it finishes, so an interrupted run loses nothing
+finished and resumes where it stopped.
 Infrastructure failures are retried (bounded) and recorded as attempts, never as rollouts.
 """
 
@@ -93,7 +94,11 @@ def budget_key(request: EvalRequest) -> str:
     """A rollout's budgets, canonical: its sandbox limits (wall clock, memory, CPU, processes,
     file size, open files) and the gateway's call and token caps. Each can change an outcome
     (``timeout``, ``context_limit``...), so a result is served only to a run with the same."""
-    budget = {**vars(request.limits), "max_calls": request.max_calls, "max_tokens": request.max_tokens}
+    budget = {
+        **vars(request.limits),
+        "max_calls": request.max_calls,
+        "max_tokens": request.max_tokens,
+    }
     return json.dumps(budget, sort_keys=True, separators=(",", ":"))
 
 
@@ -120,7 +125,9 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
         seeds = range(request.seed, request.seed + request.rollouts)
         chosen = [(t, s) for t in tasks for s in seeds]
     jobs = [
-        Pending(t, s, cache_key(harness.hash, t.content_hash, request.policy.id, s, runtime, budget))
+        Pending(
+            t, s, cache_key(harness.hash, t.content_hash, request.policy.id, s, runtime, budget)
+        )
         for t, s in chosen
     ]
     found = store.get_by_cache_keys([j.cache_key for j in jobs])
@@ -302,4 +309,3 @@ class _LocalRunner(Recorder):
             self.record_attempt(job, record.outcome.value, record.error or "", record.ledger)
             check_run_config(record.ledger, self.request.policy)
         return None
-

@@ -166,3 +166,28 @@ def test_full_dev_split_with_the_offline_policy(workspace):
     # the plain harness must work, yet leave failures for repair directions to fix
     assert 0.2 < summary["success_rate"] < 0.8
     assert len(summary["outcomes"]) >= 3
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "value"),
+    [
+        ("eval", "--timeout", "0"),
+        ("eval", "--timeout", "-1"),
+        ("eval", "--max-calls", "0"),
+        ("eval", "--max-tokens", "0"),
+        ("eval", "--seed", "-5"),
+        ("eval", "--rollouts", "0"),
+        ("evolve", "--batch", "0"),
+        ("evolve", "--batch", "-3"),
+        ("evolve", "--alpha", "1.5"),
+        ("evolve", "--alpha", "0"),
+        ("evolve", "--max-editor-cost", "0"),
+        ("profile", "--seed", "-1"),
+        ("export-edits", "--test-fraction", "1.5"),
+    ],
+)
+def test_nonsensical_limits_are_refused_naming_the_option(workspace, command, option, value):
+    result = invoke(command, "dbbench-base", option, value)
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in result.output
+    assert rows(workspace) == []  # refused before anything ran

@@ -110,7 +110,9 @@ def test_a_result_under_other_budgets_is_not_served_from_the_cache(workspace):
     plain = evaluate(request(workspace, policy, task_ids=["dev-009"]), store)
     assert plain.cached == 0 and plain.executed == 1  # a looser budget runs afresh
     assert plain.rows[0].outcome != "context_limit"
-    short = evaluate(request(workspace, policy, task_ids=["dev-009"], limits=Limits(timeout_s=29)), store)
+    short = evaluate(
+        request(workspace, policy, task_ids=["dev-009"], limits=Limits(timeout_s=29)), store
+    )
     assert short.cached == 0 and short.executed == 1  # every limit is part of the key
     again = evaluate(request(workspace, policy, task_ids=["dev-009"], max_calls=1), store)
     assert again.cached == 1 and again.rows[0].outcome == "context_limit"  # same budget: cached
@@ -122,7 +124,9 @@ def test_a_refused_policy_parameter_stops_the_run_and_stores_no_outcome(workspac
     from harnessctl.errors import ConfigError
 
     store = load_workspace(workspace).open_store()
-    refusal = Fail(400, "Unrecognized request argument supplied: skill", type="invalid_request_error")
+    refusal = Fail(
+        400, "Unrecognized request argument supplied: skill", type="invalid_request_error"
+    )
     with OpenAIStub(default=refusal) as stub:
         policy = Policy("openai/stub-model", {"api_base": stub.url, "api_key": "k", "skill": 2})
         with pytest.raises(ConfigError, match="refused this run's configuration.*skill"):

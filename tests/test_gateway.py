@@ -151,9 +151,7 @@ def test_context_limit_and_bad_request_are_not_infra(gw, stub):
     # 4xx never retried; the bad request was followed by one minimal probe of the run's
     # parameters, which the provider accepted: the refusal was the harness's request's
     assert len(stub.chat_requests) == 3
-    assert stub.chat_requests[2].body["messages"] == [
-        {"role": "user", "content": "Reply with OK."}
-    ]
+    assert stub.chat_requests[2].body["messages"] == [{"role": "user", "content": "Reply with OK."}]
 
 
 def test_a_refused_run_configuration_is_a_config_error_probed_once(gw, stub):

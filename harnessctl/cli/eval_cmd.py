@@ -28,8 +28,8 @@ from .options import (
 )
 
 HarnessArg = Annotated[str, typer.Argument(help="Harness directory, or a name under harnesses/.")]
-MaxCallsOption = Annotated[int, typer.Option(help="Model calls per rollout.")]
-MaxTokensOption = Annotated[int, typer.Option(help="Prompt+completion tokens per rollout.")]
+MaxCallsOption = Annotated[int, typer.Option(min=1, help="Model calls per rollout.")]
+MaxTokensOption = Annotated[int, typer.Option(min=1, help="Prompt+completion tokens per rollout.")]
 TaskOption = Annotated[
     list[str] | None, typer.Option("--task", help="Only these task ids (repeatable).")
 ]

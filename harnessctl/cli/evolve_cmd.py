@@ -22,6 +22,8 @@ from .options import (
     eval_request,
     placement,
     policy_of,
+    positive,
+    unit_open,
 )
 
 EDITOR_HELP = (
@@ -40,14 +42,17 @@ EditorParamOption = Annotated[
     list[str] | None, typer.Option("--editor-param", help="Editor model key=value.")
 ]
 RolloutsOption = Annotated[int, typer.Option(min=1, help="Seeds per task for the parent.")]
-BatchOption = Annotated[int, typer.Option(help="Failures per edit (same-batch rescues).")]
-ControlOption = Annotated[int, typer.Option(help="Parent successes re-run (regressions).")]
-AlphaOption = Annotated[float, typer.Option(help="Sign-test level for accepting an edit.")]
-MinNetOption = Annotated[int, typer.Option(help="Rescues minus regressions at least.")]
-RetriesOption = Annotated[int, typer.Option(help="Retries after a rejected patch.")]
-MaxEditsOption = Annotated[int | None, typer.Option(help="Stop after this many edits.")]
+BatchOption = Annotated[int, typer.Option(min=1, help="Failures per edit (same-batch rescues).")]
+ControlOption = Annotated[int, typer.Option(min=0, help="Parent successes re-run (regressions).")]
+AlphaOption = Annotated[
+    float,
+    typer.Option(callback=unit_open, help="Sign-test level for accepting an edit, in (0, 1]."),
+]
+MinNetOption = Annotated[int, typer.Option(min=0, help="Rescues minus regressions at least.")]
+RetriesOption = Annotated[int, typer.Option(min=0, help="Retries after a rejected patch.")]
+MaxEditsOption = Annotated[int | None, typer.Option(min=1, help="Stop after this many edits.")]
 MaxCostOption = Annotated[
-    float | None, typer.Option(help="Stop when editor cost (USD) reaches this.")
+    float | None, typer.Option(callback=positive, help="Stop when editor cost (USD) reaches this.")
 ]
 
 

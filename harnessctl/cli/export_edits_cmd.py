@@ -11,8 +11,10 @@ from .options import StoreOption
 def export_edits_command(
     out: Annotated[Path, typer.Option(help="Output directory.")],
     evolve_id: Annotated[str | None, typer.Option(help="Only edits of this evolve run.")] = None,
-    test_fraction: Annotated[float, typer.Option(help="Share of tasks held out.")] = 0.2,
-    seed: Annotated[int, typer.Option(help="Seed of the task split.")] = 0,
+    test_fraction: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of tasks held out.")
+    ] = 0.2,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the task split.")] = 0,
     min_reward: Annotated[
         float, typer.Option(help="SFT keeps accepted edits with at least this reward.")
     ] = 1e-9,

@@ -43,7 +43,7 @@ ParamOption = Annotated[
     ),
 ]
 RolloutsOption = Annotated[int, typer.Option(min=1, help="Rollouts (seeds) per task.")]
-SeedOption = Annotated[int, typer.Option(help="First seed; rollouts use seed..seed+N-1.")]
+SeedOption = Annotated[int, typer.Option(min=0, help="First seed; rollouts use seed..seed+N-1.")]
 WorkersOption = Annotated[
     int | None, typer.Option(min=1, help="Parallel rollouts.", envvar=ENV_WORKERS)
 ]
@@ -77,7 +77,25 @@ RayAddressOption = Annotated[
         envvar=ENV_RAY_ADDRESS,
     ),
 ]
-TimeoutOption = Annotated[float, typer.Option(help="Wall-clock seconds per rollout.")]
+
+
+def positive(value: float | None) -> float | None:
+    """An option callback: the value must be above 0 (a limit of 0 or less means nothing)."""
+    if value is not None and value <= 0:
+        raise typer.BadParameter(f"{value} is not above 0")
+    return value
+
+
+def unit_open(value: float) -> float:
+    """An option callback: the value must lie in (0, 1]."""
+    if not 0 < value <= 1:
+        raise typer.BadParameter(f"{value} is not in (0, 1]")
+    return value
+
+
+TimeoutOption = Annotated[
+    float, typer.Option(callback=positive, help="Wall-clock seconds per rollout (above 0).")
+]
 StoreOption = Annotated[
     str | None, typer.Option(help="Store SQLAlchemy URL.", envvar=ENV_STORE_URL)
 ]

@@ -93,9 +93,9 @@ def rescue_sim_command(
     split: Annotated[str, typer.Option(help="Split to simulate on.")] = "test",
     policy: PolicyOption = None,
     param: ParamOption = None,
-    group_size: Annotated[int, typer.Option(help="Rollouts per group (GRPO group).")] = 4,
-    k: Annotated[int, typer.Option(help="Siblings to route an all-fail group to.")] = 2,
-    seed: Annotated[int, typer.Option(help="First seed.")] = 0,
+    group_size: Annotated[int, typer.Option(min=1, help="Rollouts per group (GRPO group).")] = 4,
+    k: Annotated[int, typer.Option(min=1, help="Siblings to route an all-fail group to.")] = 2,
+    seed: Annotated[int, typer.Option(min=0, help="First seed.")] = 0,
     sandbox: SandboxOption = "local",
     as_json: JsonOption = False,
 ) -> None:

@@ -48,7 +48,7 @@ AnchorParamOption = Annotated[
 PerCategoryOption = Annotated[
     int, typer.Option(min=1, help="Re-anchoring sample: tasks per category.")
 ]
-SampleSeedOption = Annotated[int, typer.Option(help="Re-anchoring sample seed.")]
+SampleSeedOption = Annotated[int, typer.Option(min=0, help="Re-anchoring sample seed.")]
 OutOption = Annotated[
     Path | None, typer.Option(help="Where YAML goes (default: the workspace's profiles/).")
 ]
@@ -61,7 +61,7 @@ def profile_command(
     policy: PolicyOption = None,
     param: ParamOption = None,
     rollouts: RolloutsOption = 2,
-    seed: Annotated[int, typer.Option(help="First seed.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="First seed.")] = 0,
     base: BaseOption = None,
     reanchor: ReanchorOption = False,
     anchor_policy: AnchorPolicyOption = None,

@@ -32,8 +32,12 @@ SplitOption = Annotated[str | None, typer.Option(help="Baseline split (if severa
 SeedOffsetOption = Annotated[
     int, typer.Option(help="Shift the baseline's seeds (fresh rollouts, same count).")
 ]
-MinDropOption = Annotated[float, typer.Option(help="Overall drop that may fail a test.")]
-CategoryDropOption = Annotated[float, typer.Option(help="Per-category drop that may fail a test.")]
+MinDropOption = Annotated[
+    float, typer.Option(min=0.0, max=1.0, help="Overall drop that may fail a test.")
+]
+CategoryDropOption = Annotated[
+    float, typer.Option(min=0.0, max=1.0, help="Per-category drop that may fail a test.")
+]
 FlipsOption = Annotated[
     bool, typer.Option(help="Fail when a task flips from always-success to never.")
 ]
@@ -41,7 +45,7 @@ JunitOption = Annotated[Path | None, typer.Option(help="Write a JUnit XML report
 UpdateOption = Annotated[
     bool, typer.Option(help="Re-profile and rewrite the baselines instead of testing.")
 ]
-RolloutsOption = Annotated[int, typer.Option(help="Seeds per task for --update-baseline.")]
+RolloutsOption = Annotated[int, typer.Option(min=1, help="Seeds per task for --update-baseline.")]
 
 
 def test_command(

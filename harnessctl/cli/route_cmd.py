@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .options import JsonOption, StoreOption, pool_arg
+from .options import JsonOption, StoreOption, pool_arg, positive
 
 PoolOption = Annotated[
     str | None,
@@ -36,7 +36,9 @@ def route_command(
     pool: PoolOption = None,
     voter: VoterOption = None,
     voter_param: VoterParamOption = None,
-    voter_timeout: Annotated[float, typer.Option(help="Seconds per voter call.")] = 30.0,
+    voter_timeout: Annotated[
+        float, typer.Option(callback=positive, help="Seconds per voter call.")
+    ] = 30.0,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:

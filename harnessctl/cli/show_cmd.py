@@ -31,7 +31,7 @@ def rollouts_command(
     harness: Annotated[str | None, typer.Option(help="Only this harness name.")] = None,
     task: Annotated[str | None, typer.Option(help="Only this task id.")] = None,
     outcome: Annotated[str | None, typer.Option(help="Only this outcome.")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 20,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 20,
     store: StoreOption = None,
 ) -> None:
     """List recorded rollouts (newest first) with their ids, for `harnessctl show`."""
