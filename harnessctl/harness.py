@@ -23,6 +23,21 @@ MANIFEST = "harness.yaml"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 
 
+class RuntimeSettings(BaseModel):
+    """The ``settings`` the sandbox runtime's base harness reads (``harnessctl.runtime.
+    harness``), checked on the host so that a bad value is a ConfigError naming the field,
+    not a ``harness_error`` in every rollout. Other keys pass through to the harness."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    max_rounds: int | None = Field(default=None, ge=1)
+    """Model calls per episode."""
+    observation_limit: int | None = Field(default=None, ge=1)
+    """Characters an observation is cut to."""
+    tool_choice: str | dict[str, Any] | None = None
+    """Sent with the function specs (``auto``, ``required``, ``none`` or a function)."""
+
+
 class HarnessManifest(BaseModel):
     """The contents of ``harness.yaml``."""
 
@@ -45,13 +60,20 @@ class HarnessManifest(BaseModel):
     edit_id: str | None = None
     """Id of the edit record that produced this harness."""
     settings: dict[str, Any] = Field(default_factory=dict)
-    """Free-form settings handed to the harness class (e.g. ``max_rounds``)."""
+    """Settings handed to the harness class: those the runtime's base class reads are
+    checked here, on the host (:class:`RuntimeSettings`); the rest are the harness's own."""
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
         if not NAME_RE.match(value):
             raise ValueError("must be lowercase letters, digits, '.', '_' or '-' (max 100)")
+        return value
+
+    @field_validator("settings")
+    @classmethod
+    def _settings(cls, value: dict[str, Any]) -> dict[str, Any]:
+        RuntimeSettings.model_validate(value)  # its errors name settings.<key>
         return value
 
     @field_validator("entry")
@@ -83,14 +105,16 @@ class HarnessSpec:
 
 
 def format_validation_error(where: str, exc: ValidationError) -> ConfigError:
-    first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    message = first["msg"]
-    if first["type"] == "extra_forbidden":
-        message = "unknown field"
-    more = len(exc.errors()) - 1
-    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    return ConfigError(f"{where}: {field}", message + suffix)
+    """Every problem of a validated file, the first one's field in ``where`` (a typo such as
+    ``target:`` for ``targets:`` shows both: the missing field and the unknown one)."""
+    problems = []
+    for error in exc.errors():
+        field = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        message = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
+        problems.append((field, message))
+    (field, message), rest = problems[0], problems[1:]
+    also = "".join(f"; also {f}: {m}" for f, m in rest)
+    return ConfigError(f"{where}: {field}", message + also)
 
 
 def read_yaml(path: Path) -> Any:

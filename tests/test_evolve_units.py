@@ -63,9 +63,31 @@ def test_workspace_directions_override_and_errors_name_the_field(tmp_path):
     with pytest.raises(ConfigError, match="unknown direction"):
         select(["nope"], found)
     (tmp_path / "directions" / "bad.yaml").write_text("name: bad\nbrief: x\ntargets: [sucess]\n")
+    found = catalogue("dbbench", workspace=tmp_path)
     with pytest.raises(ConfigError) as err:
-        catalogue("dbbench", workspace=tmp_path)
+        select(["bad"], found)
     assert err.value.where.endswith("bad.yaml: targets")
+
+
+def test_a_broken_direction_affects_only_itself_and_shows_every_problem(tmp_path, caplog):
+    (tmp_path / "directions").mkdir()
+    typo = tmp_path / "directions" / "typo.yaml"
+    typo.write_text("name: typo\nbrief: x\ntarget: [wrong_answer]\n")  # targets misspelt
+    found = catalogue("dbbench", workspace=tmp_path)
+    with pytest.raises(ConfigError) as err:
+        select(["typo"], found)
+    assert err.value.where == f"{typo}: targets"
+    assert "Field required" in err.value.message and "also target: unknown field" in str(err.value)
+    assert [d.name for d in select(["termination"], found)] == ["termination"]
+    with caplog.at_level("WARNING", logger="harnessctl"):
+        everything = select(None, found)
+    assert len(everything) == 5 and "typo" not in {d.name for d in everything}
+    assert "direction typo skipped" in caplog.text
+    override = tmp_path / "directions" / "termination.yaml"
+    override.write_text("name: termination\nbrief: x\ntargets: [nope]\n")
+    found = catalogue("dbbench", workspace=tmp_path)  # a broken override: no silent fallback
+    with pytest.raises(ConfigError, match="termination.yaml: targets"):
+        select(["termination"], found)
 
 
 def test_build_child_enforces_scope_and_budget(tmp_path):

@@ -81,3 +81,18 @@ def test_symlinks_are_refused(harness_copy):
     os.symlink("/etc/hostname", harness_copy / "link.txt")
     with pytest.raises(ConfigError, match="regular files only"):
         load_harness(harness_copy)
+
+
+def test_runtime_settings_are_checked_on_the_host(harness_copy):
+    path = harness_copy / "harness.yaml"
+    text = path.read_text()
+    assert "max_rounds: 15" in text
+    path.write_text(text.replace("max_rounds: 15", 'max_rounds: "fifteen"'))
+    with pytest.raises(ConfigError) as err:
+        load_harness(harness_copy)
+    assert err.value.where == f"{path}: settings.max_rounds"
+    path.write_text(text.replace("max_rounds: 15", "max_rounds: 0\n  my_own: anything"))
+    with pytest.raises(ConfigError, match="greater than or equal to 1"):
+        load_harness(harness_copy)
+    path.write_text(text.replace("max_rounds: 15", "max_rounds: 9\n  my_own: anything"))
+    assert load_harness(harness_copy).manifest.settings["my_own"] == "anything"

@@ -8,6 +8,7 @@ adds or overrides directions in its own ``directions/`` folder (same format, sam
 from __future__ import annotations
 
 import fnmatch
+import logging
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -15,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..errors import ConfigError
 from ..harness import format_validation_error, read_yaml
 from ..outcomes import ALL_OUTCOMES
+
+log = logging.getLogger(__name__)
 
 
 class Direction(BaseModel):
@@ -67,10 +70,21 @@ def builtin_dir(family: str) -> Path | None:
     return Path(folder) if folder else None
 
 
-def catalogue(family: str, workspace: Path | None = None) -> dict[str, Direction]:
+class Catalogue(dict[str, Direction]):
+    """Directions by name, and the files that failed to load (``broken``: a name, or the
+    file's stem when its name is unreadable, -> the error). A broken file affects only the
+    direction it defines: :func:`select` refuses it when named, skips it (with a warning)
+    when all directions are taken."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken: dict[str, ConfigError] = {}
+
+
+def catalogue(family: str, workspace: Path | None = None) -> Catalogue:
     """The directions environment ``family`` ships, overridden/extended by
     ``<workspace>/directions``."""
-    found: dict[str, Direction] = {}
+    found = Catalogue()
     shipped = builtin_dir(family)
     dirs = [shipped] if shipped else []
     if workspace is not None:
@@ -78,14 +92,39 @@ def catalogue(family: str, workspace: Path | None = None) -> dict[str, Direction
     for folder in dirs:
         if folder.is_dir():
             for path in sorted(folder.glob("*.yaml")):
-                direction = load_direction(path)
+                try:
+                    direction = load_direction(path)
+                except ConfigError as exc:
+                    found.broken[_declared_name(path)] = exc
+                    continue
+                found.broken.pop(direction.name, None)
                 found[direction.name] = direction
+    for name in found.broken:
+        found.pop(name, None)  # a broken override never falls back to the shipped one
     return found
 
 
+def _declared_name(path: Path) -> str:
+    """The ``name:`` a direction file declares, else its stem."""
+    try:
+        data = read_yaml(path)
+    except ConfigError:
+        return path.stem
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name else path.stem
+
+
 def select(names: list[str] | None, available: dict[str, Direction]) -> list[Direction]:
+    """The directions ``names`` (all when None). A named broken direction is its file's
+    ConfigError; unnamed broken ones are skipped with a warning."""
+    broken = getattr(available, "broken", {})
     if not names:
+        for name, exc in broken.items():
+            log.warning("direction %s skipped: %s", name, exc)
         return list(available.values())
+    for name in names:
+        if name in broken:
+            raise broken[name]
     missing = [n for n in names if n not in available]
     if missing:
         raise ConfigError(
