@@ -1,4 +1,11 @@
-"""Errors that reach users: each names the file (and field or line) it is about."""
+"""Errors that reach users: each names the file (and field or line) it is about.
+
+Exit codes, the same for every command (README "Exit codes"): 0 done; 1 done, and a check
+it runs failed (a regression, a pool file altered, task records skipped); 2 the command
+could not be carried out as asked (usage, configuration, input or workspace state: every
+``HarnessctlError`` below that is not one of the others); 3 infrastructure (sandbox, engine,
+gateway or provider: rollouts could not run; what finished is stored); 130 interrupted.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ from __future__ import annotations
 class HarnessctlError(Exception):
     """A user-facing error; the CLI prints it without a traceback and exits non-zero."""
 
-    exit_code = 1
+    exit_code = 2
 
 
 class ConfigError(HarnessctlError):
@@ -25,3 +32,5 @@ class ConfigError(HarnessctlError):
 
 class InfraError(HarnessctlError):
     """The sandbox or the gateway failed; never a task failure."""
+
+    exit_code = 3

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import threading
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 
 from .constants import INFRA_RETRIES
 from .envs import TaskProblem
+from .errors import InfraError
 from .executors.base import EXECUTORS, Pending, Progress, check_executor, session_options
 from .harness import HarnessSpec, check_environment, rollout_version
 from .outcomes import Outcome
@@ -27,6 +30,10 @@ from .rollout import RolloutRecord, RolloutSession, check_run_config
 from .sandbox import Limits
 from .suite import Suite
 from .summary import EvalRecord, SkippedTask, Summary, summarize
+
+CLAIM_POLL_S = 1.0
+"""How often a run waiting for another run's rollouts looks for them."""
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -67,6 +74,18 @@ class EvalResult:
     problems: list[TaskProblem]
     summary: Summary
     interrupted: bool = False
+
+    def complete(self, what: str) -> EvalResult:
+        """This result, or an ``InfraError`` when some rollouts failed on infrastructure:
+        a judgement, profile or evolve step must not stand on a partial set (what finished
+        is stored; a rerun retries only the rest)."""
+        if self.infra_failed:
+            raise InfraError(
+                f"{what}: {len(self.infra_failed)} rollout(s) failed on infrastructure after "
+                "retries (see `harnessctl rollouts --attempts`); run the command again to "
+                "retry them, the finished ones are kept"
+            )
+        return self
 
     def record(self, request: EvalRequest) -> EvalRecord:
         """What ``eval --json`` prints: this result, typed and versioned."""
@@ -132,6 +151,7 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
     ]
     found = store.get_by_cache_keys([j.cache_key for j in jobs])
     pending = [j for j in jobs if j.cache_key not in found]
+    store.mark_dead_runs()  # a killed run's claims are free again
     store.upsert_harness(
         HarnessRow(
             hash=harness.hash,
@@ -159,14 +179,21 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
     interrupted = False
     if progress:
         progress("start", len(rows), len(jobs))
+    from_others = 0
     try:
         if pending:
-            runner = make_runner(request, store, run.id, runtime)
-            for key, row in runner.run_all(pending, progress, len(rows), len(jobs)):
-                if row is None:
-                    infra_failed.append(key)
-                else:
-                    rows[key] = row
+            with _Heartbeat(store, run.id):
+                from_others = _execute(
+                    request,
+                    store,
+                    run.id,
+                    runtime,
+                    pending,
+                    progress,
+                    rows,
+                    infra_failed,
+                    len(jobs),
+                )
     except KeyboardInterrupt:
         interrupted = True
         store.finish_run(run.id, "interrupted", None)
@@ -180,13 +207,80 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
     return EvalResult(
         run_id=run.id,
         rows=ordered,
-        cached=len(found),
-        executed=len(ordered) - len(found),
+        cached=len(found) + from_others,
+        executed=len(ordered) - len(found) - from_others,
         infra_failed=infra_failed,
         problems=taskset.problems,
         summary=summary,
         interrupted=interrupted,
     )
+
+
+def _execute(
+    request: EvalRequest,
+    store,
+    run_id: str,
+    runtime: str,
+    pending: list[Pending],
+    progress: Progress | None,
+    rows: dict,
+    infra_failed: list[str],
+    total: int,
+) -> int:
+    """Run the pending rollouts this run can claim and wait for those a live concurrent run
+    is executing (taking over any whose run ends without storing them), so no rollout is
+    executed twice. Fills ``rows`` and ``infra_failed``; returns how many rows came from
+    another run."""
+    runner = make_runner(request, store, run_id, runtime)
+    left, from_others = list(pending), 0
+    while left:
+        mine = store.claim_rollouts([j.cache_key for j in left], run_id)
+        batch = [j for j in left if j.cache_key in mine]
+        left = [j for j in left if j.cache_key not in mine]
+        if batch:
+            for key, row in runner.run_all(batch, progress, len(rows) + len(infra_failed), total):
+                if row is None:
+                    infra_failed.append(key)
+                else:
+                    rows[key] = row
+        if not left:
+            break
+        time.sleep(CLAIM_POLL_S)
+        found = store.get_by_cache_keys([j.cache_key for j in left])
+        for job in left:
+            if job.cache_key in found:
+                rows[job.cache_key] = found[job.cache_key]
+                from_others += 1
+                if progress:
+                    progress("rollout", len(rows) + len(infra_failed), total)
+        left = [j for j in left if j.cache_key not in found]
+    return from_others
+
+
+class _Heartbeat:
+    """Refreshes a run's heartbeat on a daemon thread while the run works."""
+
+    def __init__(self, store, run_id: str) -> None:
+        self.store, self.run_id = store, run_id
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+
+    def _beat(self) -> None:
+        from .liveness import HEARTBEAT_S
+
+        while not self.stop.wait(HEARTBEAT_S):
+            try:
+                self.store.heartbeat(self.run_id)
+            except Exception as exc:  # a missed beat is no reason to stop the run
+                _log.warning("run %s: heartbeat not recorded: %s", self.run_id[:12], exc)
+
+    def __enter__(self) -> _Heartbeat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
 
 
 def make_runner(request: EvalRequest, store, run_id: str, runtime: str):

@@ -142,3 +142,40 @@ def summarize(rows: list) -> Summary:
         wall_p50_s=percentile(walls, 50),
         wall_p95_s=percentile(walls, 95),
     )
+
+
+class RolloutItem(_Model):
+    """One stored rollout as ``harnessctl rollouts --json`` lists it."""
+
+    id: str
+    run_id: str
+    harness: str
+    harness_hash: str
+    task: str
+    seed: int
+    policy: str
+    outcome: str
+    success: bool
+    steps: int
+    created_at: float
+
+
+class AttemptItem(_Model):
+    """One infra-failed attempt (retried, never a task outcome)."""
+
+    id: str
+    run_id: str
+    cache_key: str
+    outcome: str
+    error: str
+    created_at: float
+
+
+class RolloutListRecord(_Model):
+    """``harnessctl rollouts --json``: stored rollouts (or, with ``--attempts``, the
+    infra-failed attempts), newest first."""
+
+    kind: Literal["rollouts"] = "rollouts"
+    version: int = 1
+    rollouts: list[RolloutItem] = Field(default_factory=list)
+    attempts: list[AttemptItem] = Field(default_factory=list)

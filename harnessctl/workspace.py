@@ -50,6 +50,15 @@ class WorkspaceConfig(BaseModel):
 class Workspace:
     root: Path
     config: WorkspaceConfig
+    found: bool = True
+    """Whether a workspace was found (a ``harnessctl.yaml`` here or above, or
+    ``HARNESSCTL_WORKSPACE``); otherwise ``root`` is only the current directory."""
+
+    def _nowhere(self) -> str:
+        return (
+            f"no workspace here (no {WORKSPACE_FILE} in {self.root} or above it): run "
+            f"`harnessctl init DIR` and work in DIR, or set {ENV_WORKSPACE}"
+        )
 
     @property
     def state_dir(self) -> Path:
@@ -79,7 +88,10 @@ class Workspace:
 
     def load_harness(self, name: str) -> HarnessSpec:
         """The harness ``name`` names (see :meth:`resolve_harness`)."""
-        return load_harness(self.resolve_harness(name))
+        path = self.resolve_harness(name)
+        if not self.found and not path.is_dir():
+            raise ConfigError(name, f"not a harness directory, and {self._nowhere()}")
+        return load_harness(path)
 
     def harnesses(self) -> list[HarnessSpec]:
         """Every harness under ``harnesses/``, by name."""
@@ -118,8 +130,13 @@ class Workspace:
         return load_suite(path if path.exists() else self.root / chosen)
 
     def open_store(self, url: str | None = None):
+        """The store: ``url``, else ``HARNESSCTL_STORE_URL``, else the workspace's SQLite
+        file. Outside a workspace only a store named explicitly is opened (none is created
+        in whatever directory the command ran from)."""
         from .store import Store
 
+        if not self.found and not (url or os.environ.get(ENV_STORE_URL)):
+            raise ConfigError("--store", f"{self._nowhere()} (or pass --store URL)")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         return Store(self.store_url(url), self.state_dir / "trajectories")
 
@@ -132,18 +149,23 @@ def harness_dirs(directory: Path) -> list[Path]:
 
 
 def find_root(start: Path | None = None) -> Path:
+    return _find_root(start)[0]
+
+
+def _find_root(start: Path | None = None) -> tuple[Path, bool]:
+    """The workspace root and whether one was found (else the start directory)."""
     env = os.environ.get(ENV_WORKSPACE)
     if env:
-        return Path(env).resolve()
+        return Path(env).resolve(), True
     here = (start or Path.cwd()).resolve()
     for candidate in (here, *here.parents):
         if (candidate / WORKSPACE_FILE).is_file():
-            return candidate
-    return here
+            return candidate, True
+    return here, False
 
 
 def load_workspace(start: Path | None = None) -> Workspace:
-    root = find_root(start)
+    root, found = _find_root(start)
     path = root / WORKSPACE_FILE
     data = read_yaml(path) if path.is_file() else {}
     if data is None:
@@ -160,7 +182,8 @@ def load_workspace(start: Path | None = None) -> Workspace:
         config = WorkspaceConfig.model_validate(data)
     except ValidationError as exc:
         raise format_validation_error(str(path), exc) from None
-    return Workspace(root=root, config=config)
+    # a directory a caller names is its workspace; only the current directory is a guess
+    return Workspace(root=root, config=config, found=found or start is not None)
 
 
 DEFAULT_CONFIG = """\

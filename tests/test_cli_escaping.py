@@ -74,3 +74,12 @@ def test_a_harness_name_with_brackets_is_named_in_the_error(workspace):
 
     assert result.exit_code == 2
     assert "missing[ray]" in result.output
+
+
+def test_version_and_shell_completion():
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"harnessctl {version('harnessctl')}"
+    shown = runner.invoke(app, ["--show-completion", "bash"], env={"SHELL": "/bin/bash"})
+    assert shown.exit_code == 0 and "_harnessctl_completion" in shown.stdout

@@ -1,6 +1,7 @@
 """evaluate() as a library: infrastructure failures, interruption and resume, a real model
 endpoint (a local OpenAI-compatible server) through the same path as the sim."""
 
+import json
 import os
 import signal
 import subprocess
@@ -95,7 +96,12 @@ def test_a_killed_run_resumes_without_redoing_finished_rollouts(workspace):
     proc.wait()
     before = {r.cache_key for r in store.rollouts()}
     assert len(before) >= 3
-    result = evaluate(request(workspace, Policy("sim/dbbench"), rollouts=3, task_ids=None), store)
+    [killed] = [r.run_id for r in store.rollouts()][:1]
+    assert store.run(killed).status == "running" and store.claims(killed)  # as left
+    again = request(workspace, Policy("sim/dbbench"), rollouts=3, task_ids=None, limits=Limits())
+    result = evaluate(again, store)  # the CLI's default budgets: the same cache keys
+    assert store.run(killed).status == "died"  # marked on the next start, by its pid
+    assert store.claims() == []  # its claims taken over, then released at the end
     assert result.cached == len(before)
     assert result.executed == 180 - len(before)
     keys = [r.cache_key for r in store.rollouts()]
@@ -136,3 +142,24 @@ def test_a_refused_policy_parameter_stops_the_run_and_stores_no_outcome(workspac
     attempts = store.attempts()
     assert {a.outcome for a in attempts} == {"infra_error"}
     assert store.run(attempts[0].run_id).status == "failed"
+
+
+def test_two_concurrent_evals_on_one_store_execute_each_rollout_once(workspace):
+    tasks = [
+        x for t in ["dev-000", "dev-004", "dev-020", "dev-030", "dev-045"] for x in ("--task", t)
+    ]
+    cmd = [sys.executable, "-m", "harnessctl.cli", "eval", "dbbench-base", "--rollouts", "2"]
+    cmd += ["--workers", "1", *tasks, "--json"]
+    procs = [
+        subprocess.Popen(
+            cmd, cwd=workspace, env=os.environ.copy(), stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    results = [json.loads(out[out.index("{") :]) for out in outs]
+    assert sum(r["executed"] for r in results) == 10  # each rollout executed once in all
+    assert all(r["executed"] + r["cached"] == 10 for r in results)  # each saw all ten
+    store = load_workspace(workspace).open_store()
+    assert len(store.rollouts()) == 10 and store.claims() == []

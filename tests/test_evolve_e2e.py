@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import git
 import pytest
@@ -102,7 +104,18 @@ def test_kill_9_then_rerun_matches_an_uninterrupted_run(reference, tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert len(store.edits()) >= 3
+    from harnessctl.sandbox import OWNER_FILE
+
+    staging = [
+        p
+        for p in Path(tempfile.gettempdir()).glob("hxevolve-*")
+        if (p / OWNER_FILE).is_file() and (p / OWNER_FILE).read_text().split()[0] == str(proc.pid)
+    ]
+    assert staging  # what the killed run left behind
+    killed = {r.run_id for r in store.rollouts()}
     result = run_evolve(ws)
+    assert not any(p.exists() for p in staging)  # cleaned by the next start
+    assert {store.run(r).status for r in killed} <= {"died", "done"}  # none left running
     assert result["best"] == ref_result["best"]
     mine, ref = state(ws), state(ref_ws)
     assert mine["edits"] == ref["edits"]

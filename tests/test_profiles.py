@@ -164,7 +164,7 @@ def test_route_command_ranks_from_profiles(ws, profiled, cli) -> None:
     assert out["top"][0]["score"] >= out["top"][1]["score"]
     assert any(failed[0].outcome in reason for reason in out["top"][0]["reasons"])
     bad = runner.invoke(app, ["route", "--task", "nope", "--failures", ids])
-    assert bad.exit_code == 1 and "not nope" in bad.output
+    assert bad.exit_code == 2 and "not nope" in bad.output
     # an LLM voter's call lands in the call log, with its purpose
     before = len(store.calls(purpose="voter"))
     with OpenAIStub() as stub:

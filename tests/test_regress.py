@@ -91,3 +91,30 @@ def test_a_malformed_baseline_exits_2_naming_the_file_and_field(checkout):
     proc = run(checkout, "dbbench-base")
     assert proc.returncode == 2
     assert f"{path}: success.rollouts" in proc.stderr.replace("\n", "")
+
+
+def test_rollouts_failed_on_infrastructure_exit_3_with_a_junit_error(checkout, monkeypatch):
+    """What `test` does when the rollouts cannot run (the evaluation reports every one as
+    infra-failed, as with a dead provider): exit 3, a message, an ``error`` case in JUnit."""
+    from dataclasses import replace as dc_replace
+
+    from typer.testing import CliRunner
+
+    from harnessctl.cli import app
+    from harnessctl.regress import runner as regress_runner
+
+    real = regress_runner.evaluate
+
+    def infra_failed(request, store, progress=None):
+        result = real(dc_replace(request, pairs=[]), store, progress)  # runs nothing
+        return dc_replace(result, infra_failed=["k1", "k2"])
+
+    monkeypatch.setattr(regress_runner, "evaluate", infra_failed)
+    monkeypatch.setenv("HARNESSCTL_WORKSPACE", str(checkout))
+    monkeypatch.chdir(checkout)
+    junit = checkout / "junit.xml"
+    result = CliRunner().invoke(app, ["test", "dbbench-base", "--junit", str(junit)])
+    assert result.exit_code == 3, result.output
+    assert "ERROR dbbench-base: 2 rollout(s) failed on infrastructure" in result.stderr
+    case = ET.parse(junit).getroot().find(".//testcase")
+    assert case.get("classname") == "harnessctl.dbbench-base" and case.find("error") is not None

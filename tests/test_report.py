@@ -160,7 +160,7 @@ def test_report_cells_match_the_store_and_embed_capped_trajectories(evolved):
 def test_report_refuses_an_unknown_selection(evolved):
     ws, _, _, _ = evolved
     proc = cli(ws, "report", "--out", str(ws / "x.html"), "--split", "nosuch", timeout=120)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert "no rollouts for nosuch" in proc.stderr
     assert "sim/dbbench dbbench-dev train" in proc.stderr
     assert not (ws / "x.html").exists()

@@ -68,3 +68,22 @@ def test_the_base_harness_is_the_one_lineage_root_of_the_chosen_harnesses(tmp_pa
     assert err.value.where == "--base" and "dbbench-base, dbbench-fc" in err.value.message
     with pytest.raises(ConfigError, match="dbbench-base, dbbench-fc"):
         ws.base_harness(None, ["dbbench-base.x.r1", "dbbench-fc"])
+
+
+def test_outside_a_workspace_nothing_is_created_and_the_error_says_so(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from harnessctl.cli import app
+
+    monkeypatch.delenv("HARNESSCTL_WORKSPACE", raising=False)
+    monkeypatch.delenv("HARNESSCTL_STORE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    listed = runner.invoke(app, ["rollouts"])
+    assert listed.exit_code == 2 and "no workspace here" in listed.stderr
+    evaluated = runner.invoke(app, ["eval", "dbbench-base"])
+    assert evaluated.exit_code == 2
+    assert "not a harness directory, and no workspace here" in evaluated.stderr
+    assert list(tmp_path.iterdir()) == []  # no store, no state directory
+    url = f"sqlite:///{tmp_path / 'named.db'}"
+    assert runner.invoke(app, ["rollouts", "--store", url]).exit_code == 0  # named: opened

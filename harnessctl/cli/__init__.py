@@ -31,9 +31,32 @@ app = typer.Typer(
         "string (e.g. --policy openai/gpt-4o-mini) to use a real model."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("harnessctl")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            number = "unknown (not installed)"
+        typer.echo(f"harnessctl {number}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Harness evolution for LLM agents."""
+
+
 app.command("eval")(handle_errors(eval_cmd.eval_command))
 app.command("evolve")(handle_errors(evolve_cmd.evolve_command))
 app.command("export-edits")(handle_errors(export_edits_cmd.export_edits_command))
@@ -44,8 +67,7 @@ app.command("show")(handle_errors(show_cmd.show_command))
 app.command("rollouts")(handle_errors(show_cmd.rollouts_command))
 app.command("init")(handle_errors(init_cmd.init_command))
 app.command("profile")(handle_errors(profile_cmd.profile_command))
-# `harnessctl test` exits 1 on a regression only; every error there is a usage error (2)
-app.command("test")(handle_errors(regress_cmd.test_command, exit_code=2))
+app.command("test")(handle_errors(regress_cmd.test_command))
 app.command("route")(handle_errors(route_cmd.route_command))
 app.command("report")(handle_errors(report_cmd.report_command))
 

@@ -72,7 +72,8 @@ def test_command(
 ) -> None:
     """Regression-test harness variants against their baseline profiles (noise-aware: a
     check fails only on a significant drop). Exit 0: nothing regressed; 1: a regression;
-    2: a usage or infrastructure error."""
+    2: a usage or configuration error; 3: rollouts failed on infrastructure (the checks
+    that could run are reported and written to --junit)."""
     from ..regress import runner
     from ..workspace import load_workspace
     from .render import console, escape
@@ -96,9 +97,14 @@ def test_command(
     result = runner.run_regression(
         specs, template, db, root, thresholds, split=split, seed_offset=seed_offset
     )
-    if result.infra_failed:
-        raise typer.Exit(2)
     render_checks(result, junit=junit, as_json=as_json)
+    if result.infra_failed:
+        from .render import err_console
+
+        for harness, why in result.errors.items():
+            err_console().print(f"[red]ERROR[/] {escape(f'{harness}: {why}')}", soft_wrap=True)
+        err_console().print("run the command again to retry the rollouts that failed")
+        raise typer.Exit(3)
     raise typer.Exit(1 if result.failed else 0)
 
 
@@ -107,7 +113,7 @@ def render_checks(result, *, junit: Path | None, as_json: bool) -> None:
     from .render import console, err_console, escape, print_result
 
     if junit is not None:
-        junit_xml(result.checks, junit)
+        junit_xml(result.checks, junit, result.errors)
     if as_json:
         print_result(result)
         return

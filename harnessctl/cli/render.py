@@ -99,6 +99,12 @@ def handle_errors(func, exit_code: int | None = None):
             return func(*args, **kwargs)
         except HarnessctlError as exc:
             print_error(exc)
-            raise typer.Exit(exit_code or getattr(exc, "exit_code", 1)) from None
+            raise typer.Exit(exit_code or getattr(exc, "exit_code", 2)) from None
+        except KeyboardInterrupt:
+            err_console().print(
+                "[yellow]interrupted:[/] everything finished is stored; run the same command "
+                "again to resume"
+            )
+            raise typer.Exit(130) from None
 
     return wrapper

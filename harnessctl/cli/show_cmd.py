@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from .options import StoreOption
+from .options import JsonOption, StoreOption
 
 
 def show_command(
@@ -32,27 +32,77 @@ def rollouts_command(
     task: Annotated[str | None, typer.Option(help="Only this task id.")] = None,
     outcome: Annotated[str | None, typer.Option(help="Only this outcome.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 20,
+    attempts: Annotated[
+        bool,
+        typer.Option(
+            "--attempts",
+            help="List the infra-failed attempts instead (retried, never task outcomes), "
+            "with their errors.",
+        ),
+    ] = False,
     store: StoreOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """List recorded rollouts (newest first) with their ids, for `harnessctl show`."""
+    from ..summary import AttemptItem, RolloutListRecord
+    from ..workspace import load_workspace
+    from .render import print_result
+
+    db = load_workspace().open_store(store)
+    if attempts:
+        found = sorted(db.attempts(), key=lambda a: a.created_at, reverse=True)[:limit]
+        record = RolloutListRecord(
+            attempts=[AttemptItem.model_validate(a.model_dump()) for a in found]
+        )
+    else:
+        rows = [
+            r
+            for r in db.rollouts(task_id=task)
+            if (harness is None or r.harness_name == harness)
+            and (outcome is None or r.outcome == outcome)
+        ]
+        rows.sort(key=lambda r: r.created_at, reverse=True)
+        record = RolloutListRecord(rollouts=[_item(r) for r in rows[:limit]])
+    if as_json:
+        print_result(record)
+    else:
+        _render_list(record, attempts=attempts)
+
+
+def _item(row):
+    from ..summary import RolloutItem
+
+    return RolloutItem(
+        id=row.id,
+        run_id=row.run_id,
+        harness=row.harness_name,
+        harness_hash=row.harness_hash,
+        task=row.task_id,
+        seed=row.seed,
+        policy=row.policy_id,
+        outcome=row.outcome,
+        success=row.success,
+        steps=row.steps,
+        created_at=row.created_at,
+    )
+
+
+def _render_list(record, *, attempts: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from ..workspace import load_workspace
     from .render import console
 
-    db = load_workspace().open_store(store)
-    rows = [
-        r
-        for r in db.rollouts(task_id=task)
-        if (harness is None or r.harness_name == harness)
-        and (outcome is None or r.outcome == outcome)
-    ]
-    rows.sort(key=lambda r: r.created_at, reverse=True)
     table = Table(show_edge=False)
-    for col in ("id", "harness", "task", "seed", "policy", "outcome", "steps"):
-        table.add_column(col)
-    for r in rows[:limit]:
-        cells = (r.id[:12], r.harness_name, r.task_id, r.seed, r.policy_id, r.outcome, r.steps)
-        table.add_row(*(Text(str(c)) for c in cells))
+    if attempts:
+        for col in ("attempt", "run", "outcome", "error"):
+            table.add_column(col)
+        for a in record.attempts:
+            table.add_row(*(Text(str(c)) for c in (a.id[:12], a.run_id[:12], a.outcome, a.error)))
+    else:
+        for col in ("id", "harness", "task", "seed", "policy", "outcome", "steps"):
+            table.add_column(col)
+        for r in record.rollouts:
+            cells = (r.id[:12], r.harness, r.task, r.seed, r.policy, r.outcome, r.steps)
+            table.add_row(*(Text(str(c)) for c in cells))
     console().print(table)

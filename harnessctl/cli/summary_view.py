@@ -36,6 +36,9 @@ def render_summary(console: Console, spec, request, result) -> None:
         console.print(f"all {result.cached} rollouts served from the cache (no new rollouts)")
     else:
         console.print(f"{result.executed} new rollouts, {result.cached} served from the cache")
+    if s.rollouts == 0:
+        console.print("no rollout finished: nothing to summarise")
+        return
     console.print(
         f"success [bold]{pct(s.success_rate)}[/] ({s.successes}/{s.rollouts}, "
         f"95% CI {pct(lo)}-{pct(hi)}) over {s.tasks} tasks"
@@ -59,4 +62,10 @@ def render_summary(console: Console, spec, request, result) -> None:
         f"cost ${s.cost_usd:.4f}, mean steps {s.mean_steps:.1f}, "
         f"wall p50 {s.wall_p50_s:.2f}s p95 {s.wall_p95_s:.2f}s"
     )
-    console.print(f"run {result.run_id[:12]}  (harnessctl show ROLLOUT_ID for a trajectory)")
+    console.print(
+        escape(
+            f"run {result.run_id[:12]}; its rollouts: harnessctl rollouts --harness {spec.name}"
+            " (then harnessctl show ID for one's trajectory)"
+        ),
+        soft_wrap=True,
+    )

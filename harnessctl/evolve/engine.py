@@ -217,12 +217,16 @@ class Engine:
         self.log = log or (lambda d, m: None)
         self.progress = progress
         self.id = evolve_id(req)
+        from ..sandbox import mark_owner, reap_stale
+
+        reap_stale(prefixes=("hxevolve-",))  # staging left by an evolve killed before
         self.tmp = Path(tempfile.mkdtemp(prefix="hxevolve-"))
+        mark_owner(self.tmp)
 
     # --- evaluation helpers ------------------------------------------------------------
     def _eval(self, harness: HarnessSpec, pairs=None):
         request = replace(self.req.eval, harness=harness, pairs=pairs, command="evolve")
-        return evaluate(request, self.store, progress=self.progress)
+        return evaluate(request, self.store, progress=self.progress).complete(harness.name)
 
     def _budget_left(self) -> str | None:
         edits = self.store.edits(evolve_id=self.id)

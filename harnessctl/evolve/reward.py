@@ -235,7 +235,7 @@ def _run(evaluation: EvalRequest, child: HarnessSpec, pairs: list, store: Any, p
     from ..evaluate import evaluate
 
     request = replace(evaluation, harness=child, pairs=[tuple(p) for p in pairs])
-    return evaluate(request, store, progress=progress).rows
+    return evaluate(request, store, progress=progress).complete(child.name).rows
 
 
 def _pair(row: Any, pair: tuple, role: Literal["batch", "control"]) -> PairResult:

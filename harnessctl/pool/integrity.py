@@ -12,7 +12,9 @@ MANIFEST = "pool.json"
 
 
 class PoolIntegrityError(HarnessctlError):
-    """A pool file is missing, extra or altered; ``path`` names it."""
+    """A pool file is missing, extra or altered; ``path`` names it. A failed check: exit 1."""
+
+    exit_code = 1
 
     def __init__(self, path: str, message: str) -> None:
         self.path = path

@@ -134,7 +134,7 @@ def reanchor(
     sampled = replace(template, task_ids=sample)
     anchor_req = replace(sampled, policy=anchor_policy, command="reanchor-anchor")
     old_rows = {
-        s.name: evaluate(replace(anchor_req, harness=s), store, progress).rows
+        s.name: evaluate(replace(anchor_req, harness=s), store, progress).complete(s.name).rows
         for s in [base, *harnesses]
     }
     pool = profile_pool(

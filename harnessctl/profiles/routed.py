@@ -63,7 +63,7 @@ def routed_eval(
         suite=request.suite.name,
         avoid_split=request.split,
     )
-    base = evaluate(request, store, progress)
+    base = evaluate(request, store, progress).complete(request.harness.name)
     base_rows, base_run = base.rows, base.run_id
     per_task: dict[str, list] = defaultdict(list)
     for row in base_rows:
@@ -89,7 +89,7 @@ def routed_eval(
     replaced: dict[tuple[str, int], Any] = {}
     for name, wanted in sorted(pairs.items()):
         sub = replace(request, harness=by_name[name], pairs=wanted, command="eval-routed")
-        for row in evaluate(sub, store, progress).rows:
+        for row in evaluate(sub, store, progress).complete(sub.harness.name).rows:
             replaced[(row.task_id, row.seed)] = row
     routed_rows = [replaced.get((r.task_id, r.seed), r) for r in base_rows]
     return RoutedResult(

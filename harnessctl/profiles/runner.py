@@ -87,12 +87,7 @@ def profile_pool(
     rows: dict[str, list] = {}
     for name, spec in specs.items():
         result = evaluate(replace(template, harness=spec, command="profile"), store, progress)
-        if result.infra_failed:
-            raise HarnessctlError(
-                f"{name}: {len(result.infra_failed)} rollout(s) failed on infrastructure; "
-                "run the command again to retry them"
-            )
-        rows[name] = result.rows
+        rows[name] = result.complete(name).rows
     policy = ProfilePolicy(
         id=template.policy.id,
         model=template.policy.model,

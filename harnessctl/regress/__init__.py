@@ -141,18 +141,25 @@ def compare(
     return checks
 
 
-def junit_xml(checks: list[Check], path: Path) -> None:
+def junit_xml(checks: list[Check], path: Path, errors: dict[str, str] | None = None) -> None:
+    """JUnit XML: a test case per check (a regression is a ``failure``), and one ``error``
+    case per harness that could not be checked (``errors``: harness -> why)."""
+    errors = errors or {}
     failures = sum(1 for c in checks if not c.passed)
-    suites = ET.Element("testsuites", tests=str(len(checks)), failures=str(failures))
+    tests = str(len(checks) + len(errors))
+    suites = ET.Element("testsuites", tests=tests, failures=str(failures), errors=str(len(errors)))
     suite = ET.SubElement(
         suites,
         "testsuite",
         name="harnessctl",
-        tests=str(len(checks)),
+        tests=tests,
         failures=str(failures),
-        errors="0",
+        errors=str(len(errors)),
         skipped="0",
     )
+    for harness, why in errors.items():
+        case = ET.SubElement(suite, "testcase", classname=f"harnessctl.{harness}", name="run")
+        ET.SubElement(case, "error", message=why, type="infrastructure").text = why
     for c in checks:
         case = ET.SubElement(suite, "testcase", classname=f"harnessctl.{c.harness}", name=c.name)
         if not c.passed:

@@ -14,7 +14,7 @@ from ..harness import HarnessSpec, load_harness
 from ..workspace import Workspace
 from . import Check, baseline_path, compare, load_baseline
 
-REGRESS_RESULT_VERSION = 1
+REGRESS_RESULT_VERSION = 2  # 2: errors (harnesses not checked)
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,13 @@ class RegressResult(BaseModel):
     kind: Literal["test"] = "test"
     version: int = REGRESS_RESULT_VERSION
     checks: list[Check] = Field(default_factory=list)
-    infra_failed: bool = Field(default=False, exclude=True)
-    """A rollout failed on infrastructure after retries: the run stopped, nothing concluded
-    (the command then exits 2 and prints no result, so it is never dumped)."""
+    errors: dict[str, str] = Field(default_factory=dict)
+    """Harness -> why it could not be checked (rollouts failed on infrastructure after
+    retries): no conclusion either way; the command exits 3."""
+
+    @property
+    def infra_failed(self) -> bool:
+        return bool(self.errors)
 
     @property
     def failed(self) -> list[Check]:
@@ -88,8 +92,11 @@ def run_regression(
         )
         evaluated = evaluate(request, store)
         if evaluated.infra_failed:
-            result.infra_failed = True
-            return result
+            result.errors[spec.name] = (
+                f"{len(evaluated.infra_failed)} rollout(s) failed on infrastructure after "
+                "retries: not checked"
+            )
+            continue
         result.checks += compare(
             spec.name,
             baseline,

@@ -86,17 +86,14 @@ def stage_packages(root: Path, packages: tuple, lock: threading.Lock) -> list[st
 
 
 OWNER_FILE = ".hx-owner"
-RUN_DIR_PREFIXES = ("hxsb-", "hxrun-", "hxgw-")
+RUN_DIR_PREFIXES = ("hxsb-", "hxrun-", "hxgw-", "hxevolve-")
 
 
 def _start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (tells a reused pid apart)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[-1].split()[19]
+    from ..liveness import process_started
+
+    return process_started(pid) or None
 
 
 def mark_owner(directory: Path) -> None:
@@ -108,7 +105,8 @@ def mark_owner(directory: Path) -> None:
 def reap_stale(
     parent: Path | None = None, prefixes: tuple[str, ...] = RUN_DIR_PREFIXES
 ) -> list[Path]:
-    """Remove run directories (``hxsb-*``, ``hxrun-*``, ``hxgw-*`` under /tmp) whose owning
+    """Remove run directories (``hxsb-*``, ``hxrun-*``, ``hxgw-*``, evolve's staging
+    ``hxevolve-*`` under /tmp) whose owning
     process is gone (a run killed with SIGKILL): its sandboxes' copies, work directories and
     gateway socket. Directories of live runs, of other users and unmarked ones are left."""
     parent = Path(parent or tempfile.gettempdir())

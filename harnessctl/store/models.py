@@ -14,7 +14,8 @@ import uuid
 from sqlalchemy import Text
 from sqlmodel import Field, SQLModel
 
-RUN_STATUSES = ("running", "done", "failed", "interrupted")
+RUN_STATUSES = ("running", "done", "failed", "interrupted", "died")
+"""``died``: found ``running`` while its process was gone (killed); set by the next start."""
 
 
 def new_id() -> str:
@@ -55,6 +56,24 @@ class RunRow(SQLModel, table=True):
     finished_at: float | None = None
     status: str = "running"  # one of RUN_STATUSES
     summary_json: str | None = Field(default=None, sa_type=Text)
+    host: str = ""
+    """The machine the run's process runs on (its liveness is checked there by pid)."""
+    pid: int | None = None
+    pid_started: str = ""
+    """The process's start time as the kernel counts it: a reused pid is not the run."""
+    heartbeat_at: float | None = None
+    """Refreshed while the run works: how another machine tells it is alive."""
+
+
+class RolloutClaimRow(SQLModel, table=True):
+    """A rollout a running run is executing: concurrent runs wait for it instead of
+    executing it again; a dead run's claims are taken over."""
+
+    __tablename__ = "rollout_claim"
+
+    cache_key: str = Field(primary_key=True)
+    run_id: str = Field(index=True)
+    claimed_at: float = Field(default_factory=time.time)
 
 
 class RolloutRow(SQLModel, table=True):
@@ -202,6 +221,7 @@ class ProfileRow(SQLModel, table=True):
 TABLE_MODELS: tuple[type[SQLModel], ...] = (
     HarnessRow,
     RunRow,
+    RolloutClaimRow,
     RolloutRow,
     ModelCallRow,
     AttemptRow,

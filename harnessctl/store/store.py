@@ -34,6 +34,7 @@ from .models import (
     HarnessRow,
     ModelCallRow,
     ProfileRow,
+    RolloutClaimRow,
     RolloutRow,
     RunRow,
     new_id,
@@ -117,11 +118,100 @@ class Store:
                     raise
 
     def start_run(self, row: RunRow) -> RunRow:
-        """Record a run as started; return it."""
+        """Record a run as started by this process (host, pid, start time, heartbeat: what
+        :meth:`mark_dead_runs` checks); return it."""
+        from ..liveness import this_process
+
+        if not row.host:
+            row.host, row.pid, row.pid_started = this_process()
+        row.heartbeat_at = time.time()
         with self._session(write=True) as session:
             session.add(row)
             session.commit()
         return row
+
+    def heartbeat(self, run_id: str) -> None:
+        """Refresh a working run's heartbeat (how another machine tells it is alive)."""
+        with self._session(write=True) as session:
+            row = session.get(RunRow, run_id)
+            if row is not None and row.status == "running":
+                row.heartbeat_at = time.time()
+                session.commit()
+
+    def mark_dead_runs(self) -> list[RunRow]:
+        """Mark ``died`` every ``running`` run whose process is gone (by pid and start time
+        on this machine, by heartbeat from another), release its claims; return them."""
+        from ..liveness import alive
+
+        now = time.time()
+        with self._session() as session:
+            running = list(session.exec(select(RunRow).where(RunRow.status == "running")))
+        dead = [r for r in running if not alive(r.host, r.pid, r.pid_started, r.heartbeat_at, now)]
+        for row in dead:
+            with self._session(write=True) as session:
+                current = session.get(RunRow, row.id)
+                if current is None or current.status != "running":
+                    continue
+                current.status, current.finished_at = "died", now
+                self._release(session, row.id)
+                session.commit()
+        return dead
+
+    def claim_rollouts(self, keys: Iterable[str], run_id: str) -> set[str]:
+        """Claim the rollouts ``keys`` for ``run_id``: those unclaimed, already its own, or
+        claimed by a run that is no longer running (finished, died). Returns the claimed
+        keys; the rest are being executed by a live run."""
+        from ..liveness import alive
+
+        wanted = list(dict.fromkeys(keys))
+        for attempt in range(3):
+            try:
+                with self._session(write=True) as session:
+                    claims: dict[str, RolloutClaimRow] = {}
+                    for start in range(0, len(wanted), _IN_CHUNK):
+                        chunk = wanted[start : start + _IN_CHUNK]
+                        query = select(RolloutClaimRow).where(
+                            col(RolloutClaimRow.cache_key).in_(chunk)
+                        )
+                        claims.update((c.cache_key, c) for c in session.exec(query))
+                    owners = {c.run_id for c in claims.values()} - {run_id}
+                    now = time.time()
+                    live = {
+                        r.id
+                        for r in (session.get(RunRow, o) for o in owners)
+                        if r is not None
+                        and r.status == "running"
+                        and alive(r.host, r.pid, r.pid_started, r.heartbeat_at, now)
+                    }
+                    mine: set[str] = set()
+                    for key in wanted:
+                        claim = claims.get(key)
+                        if claim is None:
+                            session.add(RolloutClaimRow(cache_key=key, run_id=run_id))
+                        elif claim.run_id not in live:
+                            claim.run_id, claim.claimed_at = run_id, now
+                        else:
+                            continue
+                        mine.add(key)
+                    session.commit()
+                return mine
+            except IntegrityError:  # a concurrent claimer inserted first: look again
+                if attempt == 2:
+                    raise
+        return set()
+
+    def claims(self, run_id: str | None = None) -> list[RolloutClaimRow]:
+        """Rollout claims held now (of ``run_id`` only, when given)."""
+        query = select(RolloutClaimRow)
+        if run_id is not None:
+            query = query.where(RolloutClaimRow.run_id == run_id)
+        with self._session() as session:
+            return list(session.exec(query))
+
+    @staticmethod
+    def _release(session: Session, run_id: str) -> None:
+        for claim in session.exec(select(RolloutClaimRow).where(RolloutClaimRow.run_id == run_id)):
+            session.delete(claim)
 
     def finish_run(self, run_id: str, status: str, summary: dict[str, Any] | None) -> None:
         """Mark a run finished with ``status`` (done, failed, interrupted) and a summary."""
@@ -134,6 +224,7 @@ class Store:
             row.status = status
             row.finished_at = time.time()
             row.summary_json = None if summary is None else json.dumps(summary, sort_keys=True)
+            self._release(session, run_id)
             session.commit()
 
     def run(self, run_id: str) -> RunRow:
