@@ -1,4 +1,5 @@
-"""The outcomes a rollout can end in (DESIGN.md), and how the host classifies one.
+"""The outcomes a rollout can end in (README, "How a rollout runs"), and how the host
+classifies one.
 
 Classification order (first match wins):
 1. ``infra_error``   the sandbox or the gateway failed (retried, never a task failure);

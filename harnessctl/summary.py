@@ -80,12 +80,15 @@ class EvalRecord(_Model):
     summary: Summary
 
 
+ROUTED_RESULT_VERSION = 2  # 2: tasks, in_sample_tasks, out_of_sample, informed_by
+
+
 class RoutedEvalRecord(_Model):
     """``harnessctl eval HARNESS --router POOL --json``: the base against its Rank-1 routed
     counterpart at equal rollouts (see ``profiles.routed``)."""
 
     kind: Literal["eval-routed"] = "eval-routed"
-    version: int = EVAL_RESULT_VERSION
+    version: int = ROUTED_RESULT_VERSION
     harness: str
     """The base harness."""
     policy: str
@@ -102,6 +105,15 @@ class RoutedEvalRecord(_Model):
     """Rollouts the routed harnesses ran (cached or not)."""
     profile_splits: dict[str, str] = Field(default_factory=dict)
     """Harness -> the split its profile (the router's evidence) was built on."""
+    tasks: int
+    """Tasks judged."""
+    in_sample_tasks: list[str] = Field(default_factory=list)
+    """Judged tasks that informed what is compared (a profile's or an accepted edit's
+    split holds them): the comparison is in-sample on these."""
+    out_of_sample: bool
+    """No judged task informed the router's profiles or the siblings' edits."""
+    informed_by: dict[str, list[str]] = Field(default_factory=dict)
+    """``profiles`` / ``edits``: the splits that informed the router and the siblings."""
 
     @classmethod
     def of(cls, harness: str, policy: str, routed: Any) -> RoutedEvalRecord:

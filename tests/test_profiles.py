@@ -195,8 +195,24 @@ def test_rank1_routed_eval_beats_base_at_equal_rollouts(ws, profiled, cli) -> No
     assert out["routed"]["successes"] > out["base"]["successes"]
     assert out["delta"] > 0 and out["routed_tasks"] > 0
     assert set(out["profile_splits"].values()) == {"train"}
+    assert out["out_of_sample"] and out["in_sample_tasks"] == [] and out["tasks"] == 20
+    assert out["informed_by"]["profiles"] == ["train"]
     plain = cli("eval", "dbbench-base", "--split", "test", "--rollouts", "2")
     assert plain["summary"]["successes"] == out["base"]["successes"]  # eval unchanged
+
+
+def test_a_routed_eval_on_the_tasks_the_router_saw_is_flagged_in_sample(ws, profiled) -> None:
+    args = ["eval", "dbbench-base", "--split", "train", "--rollouts", "2", "--router", "harnesses"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HARNESSCTL_WORKSPACE", str(ws))
+        mp.setenv("COLUMNS", "200")
+        mp.chdir(ws)
+        shown = runner.invoke(app, args)
+        data = runner.invoke(app, [*args, "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert "IN-SAMPLE: 40 of 40 judged tasks informed what is compared" in shown.stdout
+    out = json.loads(data.stdout[data.stdout.index("{") :])
+    assert not out["out_of_sample"] and len(out["in_sample_tasks"]) == out["tasks"] == 40
 
 
 def test_reanchor_detects_skill_change_and_keeps_old_profiles(ws, profiled, cli) -> None:

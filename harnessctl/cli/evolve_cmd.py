@@ -111,7 +111,7 @@ def evolve_command(
     log = direction_log(enabled=not as_json)
     with rollout_progress(err_console(), enabled=not as_json) as progress:
         result = Engine(request, ws, ws.open_store(store), log=log, progress=progress).run()
-    render_evolve_result(spec, result, as_json=as_json)
+    render_evolve_result(spec, result, split=split, as_json=as_json)
 
 
 def evolve_request(ws, evaluation, directions: str | None, editor: str, editor_param, **settings):

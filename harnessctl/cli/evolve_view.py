@@ -20,20 +20,23 @@ def direction_log(enabled: bool):
     return log
 
 
-def render_evolve_result(base, result, *, as_json: bool) -> None:
+def render_evolve_result(base, result, *, split: str, as_json: bool) -> None:
     if as_json:
         print_result(result.record())
     else:
-        render_evolve(console(), base, result)
+        render_evolve(console(), base, result, split)
 
 
-def render_evolve(console: Console, base, result) -> None:
+def render_evolve(console: Console, base, result, split: str) -> None:
     table = Table(
         title=f"evolve {result.evolve_id} from {escape(base.name)} "
         f"(base success {pct(result.base_success)})",
         show_edge=False,
     )
-    for col in ("variant", "direction", "rescued", "regressed", "success", "editor cost"):
+    # measured on the evolve's split, against the base, per (task, seed) pair: the split the
+    # edits were chosen on, so these are in-sample figures (profile on another split)
+    cols = ("variant", "direction", "pair rescues", "pair regressions", "success", "editor cost")
+    for col in cols:
         left = col in ("variant", "direction")
         table.add_column(col, justify="left" if left else "right", overflow="fold")
     for v in result.best.values():
@@ -48,8 +51,11 @@ def render_evolve(console: Console, base, result) -> None:
     console.print(table)
     largest = max((v.rescues for v in result.best.values()), default=0)
     console.print(
-        f"union of rescues across siblings: {result.union_rescues} "
-        f"(largest single sibling: {largest})"
+        f"union of pair rescues vs the base: {result.union_rescues} (task, seed) pairs "
+        f"(largest single sibling: {largest}); in-sample: measured on {escape(split)}, the "
+        "split the edits were judged on. For held-out figures, `harnessctl profile` the "
+        "siblings on another split.",
+        soft_wrap=True,
     )
     accepted = sum(1 for e in result.edits if e.accepted)
     rejected = sum(1 for e in result.edits if e.status == "rejected")

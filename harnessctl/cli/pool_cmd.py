@@ -121,7 +121,7 @@ def rescue_sim_command(
         f"base, {report.rescued} rescued ({report.extra_rollouts} extra rollouts)"
     )
     for harness, n in sorted(report.by_harness.items(), key=lambda kv: -kv[1]):
-        console().print(f"  {escape(harness)}: {n} successful rescue rollouts")
+        console().print(f"  {escape(harness)}: {n} successful rollout(s) in all-fail groups")
 
 
 pool_app.command("verify")(handle_errors(verify_command))

@@ -48,7 +48,9 @@ def render_pool(console: Console, pool, policy_id: str) -> None:
     table = Table(
         title=escape(f"behavior profiles ({policy_id}), base {pool.base}"), show_edge=False
     )
-    for col in ("harness", "success", "95% CI", "rescues", "tokens p50", "card"):
+    # "all-fail tasks rescued": tasks every base rollout failed that this harness solved at
+    # least once (the card says the same); tokens are means, as the card compares means
+    for col in ("harness", "success", "95% CI", "all-fail tasks rescued", "tokens mean", "card"):
         table.add_column(col, overflow="fold")
     for name in sorted(pool.profiles):
         p = pool.profiles[name]
@@ -58,7 +60,7 @@ def render_pool(console: Console, pool, policy_id: str) -> None:
             pct(p.success.rate),
             f"{pct(lo)}-{pct(hi)}",
             "-" if name == pool.base else f"{p.rescue.count}/{p.rescue.opportunities}",
-            f"{p.tokens.p50:.0f}",
+            f"{p.tokens.mean:.0f}",
             Text(p.card.summary if p.card else ""),
         )
     console.print(table)
@@ -70,7 +72,7 @@ def render_pool(console: Console, pool, policy_id: str) -> None:
 def render_matrix(console: Console, m: RescueMatrix) -> None:
     if not m.harnesses:
         return
-    grid = Table(title="rescue matrix (shared rescued tasks)", show_edge=False)
+    grid = Table(title="rescue matrix (all-fail tasks both rescue)", show_edge=False)
     grid.add_column("harness")
     for i, _ in enumerate(m.harnesses):
         grid.add_column(f"#{i + 1}", justify="right")
@@ -79,7 +81,10 @@ def render_matrix(console: Console, m: RescueMatrix) -> None:
         cells = [str(m.overlap[a][b]) for b in m.harnesses]
         grid.add_row(Text(f"#{i + 1} {a}"), *cells, str(len(m.unique[a])))
     console.print(grid)
-    console.print(f"union of rescues: {m.union_size} tasks; largest single: {m.largest_single}")
+    console.print(
+        f"union of all-fail tasks rescued: {m.union_size} tasks; "
+        f"largest single harness: {m.largest_single}"
+    )
 
 
 def render_drift(console: Console, result) -> None:

@@ -58,3 +58,16 @@ def render_routed(console: Console, spec, request, result) -> None:
             + ", ".join(f"{n} x{c}" for n, c in d["chosen_counts"].items())
         )
     )
+    informed = ", ".join(f"{k} on {'/'.join(v)}" for k, v in d["informed_by"].items() if v)
+    if d["in_sample_tasks"]:
+        console.print(
+            f"[bold yellow]IN-SAMPLE:[/] {len(d['in_sample_tasks'])} of {d['tasks']} judged "
+            f"tasks informed what is compared ({escape(informed)}); this delta overstates "
+            "routing. Judge on a split none of them used (e.g. --split test).",
+            soft_wrap=True,
+        )
+    else:
+        console.print(
+            escape(f"out-of-sample: none of the {d['tasks']} judged tasks informed {informed}"),
+            soft_wrap=True,
+        )

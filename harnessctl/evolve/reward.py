@@ -85,7 +85,10 @@ def judge(
         reason = f"p={p:.3f} above alpha {alpha}"
         ok = False
     else:
-        reason = f"{rescues} rescued, {regressions} regressed, p={p:.3f}"
+        reason = (
+            f"batch rescues {rescues}/{batch}, control regressions {regressions}/{control}, "
+            f"p={p:.3f}"
+        )
         ok = True
     return Verdict(rescues, regressions, batch, control, p, reward, ok, reason)
 

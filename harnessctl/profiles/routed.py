@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..errors import HarnessctlError
 from ..evaluate import EvalRequest, Progress, evaluate
 from ..harness import HarnessSpec
 from ..summary import Summary, summarize
@@ -30,6 +31,12 @@ class RoutedResult:
     choices: dict[str, str]  # task id -> chosen harness (routed tasks only)
     extra_rollouts: int  # rollouts the routed harnesses ran (cached or not)
     profile_splits: dict[str, str] = field(default_factory=dict)
+    tasks: int = 0
+    in_sample_tasks: list[str] = field(default_factory=list)
+    """Judged tasks that informed what is compared: in the split a candidate's profile (the
+    router's evidence) or its accepted edits were built on."""
+    informed_by: dict[str, list[str]] = field(default_factory=dict)
+    """``profiles`` and ``edits``: the splits that informed the router and the siblings."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -42,6 +49,10 @@ class RoutedResult:
             "chosen_counts": dict(sorted(Counter(self.choices.values()).items())),
             "extra_rollouts": self.extra_rollouts,
             "profile_splits": self.profile_splits,
+            "tasks": self.tasks,
+            "in_sample_tasks": sorted(self.in_sample_tasks),
+            "out_of_sample": not self.in_sample_tasks,
+            "informed_by": self.informed_by,
         }
 
 
@@ -92,6 +103,14 @@ def routed_eval(
         for row in evaluate(sub, store, progress).complete(sub.harness.name).rows:
             replaced[(row.task_id, row.seed)] = row
     routed_rows = [replaced.get((r.task_id, r.seed), r) for r in base_rows]
+    informed = {
+        "profiles": sorted({p.split for p in profiles.values()}),
+        "edits": _edit_splits(store, candidates),
+    }
+    judged = {r.task_id for r in base_rows}
+    seen: set[str] = set()
+    for split in {*informed["profiles"], *informed["edits"]}:
+        seen |= _split_task_ids(request, split)
     return RoutedResult(
         base=summarize(base_rows),
         routed=summarize(routed_rows),
@@ -99,4 +118,29 @@ def routed_eval(
         choices=choices,
         extra_rollouts=len(replaced),
         profile_splits={n: p.split for n, p in sorted(profiles.items())},
+        tasks=len(judged),
+        in_sample_tasks=sorted(judged & seen),
+        informed_by=informed,
     )
+
+
+def _split_task_ids(request: EvalRequest, split: str) -> set[str]:
+    """The task ids of ``split`` in the request's suite (none when the suite lacks it)."""
+    try:
+        return {t.id for t in request.suite.tasks(split).tasks}
+    except HarnessctlError:  # a split of another suite: no task of this one in it
+        return set()
+
+
+def _edit_splits(store, candidates: list[HarnessSpec]) -> list[str]:
+    """The splits the accepted edits behind ``candidates`` were judged on."""
+    import json
+
+    hashes = {s.hash for s in candidates}
+    splits = set()
+    for edit in store.edits():
+        if edit.accepted and edit.child_hash in hashes:
+            split = json.loads(edit.metrics_json or "{}").get("split")
+            if split:
+                splits.add(split)
+    return sorted(splits)
