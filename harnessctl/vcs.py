@@ -66,6 +66,38 @@ def find_commit(directory: Path, needle: str) -> str | None:
     return None
 
 
+def commit_files(directory: Path, paths: list[Path], message: str) -> tuple[str | None, str]:
+    """Commit exactly ``paths`` (files a command wrote) in the repository at ``directory``.
+    Returns (commit sha, what happened); the sha is None when nothing was committed, and
+    the text says why (not a repository, outside it, nothing changed)."""
+    import git
+
+    try:
+        repo = git.Repo(directory)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None, f"not committed: {directory} is not a git repository"
+    top = Path(str(repo.working_tree_dir)).resolve()
+    rels = []
+    for path in paths:
+        try:
+            rels.append(Path(path).resolve().relative_to(top).as_posix())
+        except ValueError:
+            return None, f"not committed: {path} is outside the repository {top}"
+    if not rels:
+        return None, "nothing to commit"
+    _ensure_identity(repo)
+    try:
+        repo.git.add("--", *rels)
+        if not repo.git.diff("--cached", "--name-only", "--", *rels).strip():
+            return None, "unchanged: nothing to commit"
+        repo.git.commit("-m", message, "--", *rels)
+    except git.GitCommandError as exc:
+        detail = (str(exc.stderr or "").strip().splitlines() or [str(exc.status)])[0]
+        return None, f"not committed: git said {detail}"
+    sha = repo.head.commit.hexsha
+    return sha, f"committed {len(rels)} file(s) as {sha[:12]}"
+
+
 def commit_directory(directory: Path, path: Path, message: str) -> str:
     """Commit exactly ``path`` (a new harness directory) with ``message``."""
     import git

@@ -96,6 +96,11 @@ def test_sibling_profiles_have_distinct_rescues_and_complement(ws, profiled, cli
         assert set(p["categories"]) >= {"INSERT", "UPDATE"}
     files = [Path(p) for p in profiled["paths"]]
     assert all(f.is_file() and f.is_relative_to(ws / "profiles") for f in files)
+    import git
+
+    repo = git.Repo(ws)  # what profile wrote into the workspace is committed, with trailers
+    assert not repo.is_dirty(untracked_files=True, path="profiles")
+    assert "Harness-Policy: sim/dbbench" in repo.head.commit.message
     before = {f: f.read_bytes() for f in files}
     again = cli("profile", *names, "--split", "train", "--rollouts", "2")
     assert {f: f.read_bytes() for f in files} == before  # cached, byte-identical YAML

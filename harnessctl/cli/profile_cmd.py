@@ -109,3 +109,6 @@ def profile_command(
         else:
             pool = profile_pool(specs, base_spec, template, db, out_dir=out_dir, progress=progress)
     render_profiles(pool, drift, template.policy.id, as_json=as_json)
+    from .written import commit_written
+
+    commit_written(ws, pool.paths, f"profile: {len(pool.profiles)} harness(es)", template)

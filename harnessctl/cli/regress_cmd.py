@@ -90,8 +90,12 @@ def test_command(
     )
     db = ws.open_store(store)
     if update_baseline:
-        for path in runner.update_baselines(specs, template, db, ws, root):
+        from .written import commit_written
+
+        paths = runner.update_baselines(specs, template, db, ws, root)
+        for path in paths:
             console().print(f"wrote {escape(str(path))}")
+        commit_written(ws, paths, f"test --update-baseline: {len(specs)} harness(es)", template)
         raise typer.Exit(0)
     thresholds = runner.Thresholds(min_drop, category_min_drop, fail_on_flips)
     result = runner.run_regression(
