@@ -153,9 +153,10 @@ def find_root(start: Path | None = None) -> Path:
 
 
 def _find_root(start: Path | None = None) -> tuple[Path, bool]:
-    """The workspace root and whether one was found (else the start directory)."""
+    """The workspace root and whether one was found (else the start directory). A
+    ``start`` a caller names wins over ``HARNESSCTL_WORKSPACE``."""
     env = os.environ.get(ENV_WORKSPACE)
-    if env:
+    if env and start is None:
         return Path(env).resolve(), True
     here = (start or Path.cwd()).resolve()
     for candidate in (here, *here.parents):

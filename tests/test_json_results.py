@@ -17,7 +17,8 @@ from harnessctl.evolve.engine import EvolveRecord
 from harnessctl.pool.simulate import RescueSimResult
 from harnessctl.regress.runner import RegressResult
 from harnessctl.report import ReportResult
-from harnessctl.summary import EvalRecord, RoutedEvalRecord
+from harnessctl.results import ExportEditsResult, ExportPoolResult, InitResult, VerifyResult
+from harnessctl.summary import EvalRecord, RolloutListRecord, RoutedEvalRecord
 from harnessctl.workspace import init_workspace
 
 BASE = "dbbench-base"
@@ -84,12 +85,21 @@ def cli_json(ws: Path, *args, code: int = 0) -> dict:
 KEYS = {
     "eval": "run_id harness harness_hash policy cached executed infra_failed problems summary",
     "eval-routed": "harness policy rollouts_per_task base routed delta routed_tasks choices "
-    "chosen_counts extra_rollouts profile_splits",
+    "chosen_counts extra_rollouts profile_splits tasks in_sample_tasks out_of_sample "
+    "informed_by",
     "evolve": "evolve_id base_success union_rescues stopped variants best edits",
-    "test": "checks",
+    "test": "checks errors",
     "rescue-sim": "groups all_fail rescued extra_rollouts by_harness tasks",
     "report": "path bytes harnesses policy suite split embedded",
+    "init": "root harnesses",
+    "export-edits": "out counts empty",
+    "export-pool": "pool_id path archive harnesses",
+    "pool-verify": "path ok problems pool_id harnesses",
+    "rollouts": "rollouts attempts",
 }
+# version 2: eval-routed says which tasks informed the comparison; test names the harnesses
+# it could not check
+VERSIONS = {"eval-routed": 2, "test": 2}
 
 
 def keys(words: str) -> list[str]:
@@ -107,7 +117,7 @@ def check(model, data: dict, kind: str):
     the keys it had before."""
     typed = model.model_validate(data)
     assert typed.model_dump(mode="json") == data
-    assert data["kind"] == kind and data["version"] == 1
+    assert data["kind"] == kind and data["version"] == VERSIONS.get(kind, 1)
     assert list(data) == ["kind", "version", *keys(KEYS[kind])]
     return typed
 
@@ -165,8 +175,12 @@ def test_test_json_is_a_regress_result(ws, baselined):
 
 def test_rescue_sim_json_is_a_rescue_sim_result(ws, baselined):
     out = ws.parent / "pool"
-    exported = invoke(ws, "export-pool", "--name", "mini", "--out", out)
-    assert exported.exit_code == 0, exported.output[-3000:]
+    pool = check(
+        ExportPoolResult, cli_json(ws, "export-pool", "--name", "mini", "--out", out), "export-pool"
+    )
+    assert Path(pool.path) == out and Path(pool.archive).is_file() and BASE in pool.harnesses
+    verified = check(VerifyResult, cli_json(ws, "pool", "verify", out), "pool-verify")
+    assert verified.ok and verified.pool_id == pool.pool_id and verified.problems == []
     data = cli_json(ws, "rescue-sim", out, "--split", "test", "--group-size", 2)
     result = check(RescueSimResult, data, "rescue-sim")
     assert result.groups == len(result.tasks) > 0
@@ -181,3 +195,17 @@ def test_routed_eval_and_report_json(ws, baselined):
     page = ws / "out" / "report.html"
     report = check(ReportResult, cli_json(ws, "report", "--out", page, "--per-cell", 1), "report")
     assert Path(report.path) == page and page.stat().st_size == report.bytes
+
+
+def test_init_rollouts_and_export_edits_json(ws, evolved, tmp_path):
+    made = check(InitResult, cli_json(ws, "init", tmp_path / "fresh"), "init")
+    assert made.harnesses == ["dbbench-base", "dbbench-fc"]
+    listed = check(RolloutListRecord, cli_json(ws, "rollouts", "--limit", 3), "rollouts")
+    assert len(listed.rollouts) == 3 and listed.attempts == []
+    out = tmp_path / "edits"
+    result = invoke(ws, "export-edits", "--out", out, "--test-fraction", 0, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout[result.stdout.index("{") :])
+    exported = check(ExportEditsResult, data, "export-edits")
+    assert exported.counts["grpo/test"] == 0 and "grpo/test" in exported.empty
+    assert "grpo/test.jsonl has no record" in result.stderr.replace("\n", "")

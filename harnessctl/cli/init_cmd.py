@@ -5,6 +5,8 @@ from typing import Annotated
 
 import typer
 
+from .options import JsonOption
+
 
 def init_command(
     directory: Annotated[Path, typer.Argument(help="Directory to make a workspace.")] = Path("."),
@@ -14,6 +16,7 @@ def init_command(
             help="Copy the bundled base harnesses (dbbench-base, dbbench-fc) and example suite."
         ),
     ] = True,
+    as_json: JsonOption = False,
 ) -> None:
     """Make a workspace: a git repository with harnesses/, profiles/, harnessctl.yaml and the
     store in an ignored .harnessctl/."""
@@ -21,4 +24,11 @@ def init_command(
     from .render import console, escape
 
     ws = init_workspace(directory, examples=examples)
+    if as_json:
+        from ..results import InitResult
+        from .render import print_result
+
+        names = [p.name for p in ws.harness_dirs()]
+        print_result(InitResult(root=str(ws.root), harnesses=names))
+        return
     console().print(f"workspace ready at [bold]{escape(str(ws.root))}[/]")

@@ -29,6 +29,7 @@ def export_pool_command(
     policy: PolicyOption = None,
     param: ParamOption = None,
     store: StoreOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Freeze the base and its siblings into a verifiable pool: harness trees, profiles,
     manifest (pool id, hashes, git commits, roles, router config) and SHA256SUMS, plus a
@@ -65,6 +66,18 @@ def export_pool_command(
         suite=loaded.name,
     )
     manifest = json.loads((path / "pool.json").read_text())
+    if as_json:
+        from ..results import ExportPoolResult
+        from .render import print_result
+
+        names = [h["name"] for h in manifest["harnesses"]]
+        archive = str(path.parent / f"{path.name}.tar.gz")
+        print_result(
+            ExportPoolResult(
+                pool_id=manifest["pool_id"], path=str(path), archive=archive, harnesses=names
+            )
+        )
+        return
     console().print(
         f"pool [bold]{escape(manifest['pool_id'])}[/] with {len(manifest['harnesses'])} "
         f"harnesses at {escape(str(path))} (+ {escape(path.name)}.tar.gz)"
@@ -73,17 +86,26 @@ def export_pool_command(
 
 def verify_command(
     directory: Annotated[Path, typer.Argument(help="Exported pool directory.")],
+    as_json: JsonOption = False,
 ) -> None:
-    """Check every checksum and harness hash of an exported pool; names any tampered file."""
+    """Check every checksum and harness hash of an exported pool; names any tampered file
+    (exit 1)."""
     from ..pool import Pool, verify_pool
-    from .render import console, err_console, escape
+    from ..results import VerifyResult
+    from .render import console, err_console, escape, print_result
 
     problems = verify_pool(directory)
     if problems:
         for problem in problems:
             err_console().print(f"[red]{escape(str(problem))}[/]", soft_wrap=True)
+        if as_json:
+            print_result(VerifyResult(path=str(directory), ok=False, problems=problems))
         raise typer.Exit(1)
     pool = Pool.load(directory)  # also checks each tree's content hash against pool.json
+    if as_json:
+        n = len(pool.names)
+        print_result(VerifyResult(path=str(directory), ok=True, pool_id=pool.id, harnesses=n))
+        return
     console().print(escape(f"pool {pool.id}: {len(pool.names)} harnesses, all checksums match"))
 
 
