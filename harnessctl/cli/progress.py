@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -12,6 +13,9 @@ def rollout_progress(console: Console, enabled: bool = True) -> Iterator:
     """A progress callback ``(event, done, total)`` backed by a rich progress bar."""
     if not enabled:
         yield None
+        return
+    if not console.is_terminal:  # a log file or a CI job: plain lines, now and then
+        yield plain_progress(console)
         return
     bar = Progress(
         TextColumn("[bold]rollouts"),
@@ -31,3 +35,28 @@ def rollout_progress(console: Console, enabled: bool = True) -> Iterator:
 
     with bar:
         yield update
+
+
+PLAIN_EVERY_S = 10.0
+"""How often plain progress prints a line when output is not a terminal."""
+
+
+def plain_progress(
+    console: Console, every_s: float = PLAIN_EVERY_S, clock: Callable[[], float] = time.monotonic
+) -> Callable[[str, int, int], None]:
+    """A progress callback that prints ``rollouts N/M (P%), Ts elapsed`` at the start, at
+    most every ``every_s`` seconds, and when the last rollout is done."""
+    started = clock()
+    last = [-every_s]
+
+    def update(event: str, done: int, total: int) -> None:
+        now = clock() - started
+        if event != "start" and done < total and now - last[0] < every_s:
+            return
+        last[0] = now
+        share = 100 * done / total if total else 100.0
+        console.print(
+            f"rollouts {done}/{total} ({share:.0f}%), {now:.0f}s elapsed", highlight=False
+        )
+
+    return update

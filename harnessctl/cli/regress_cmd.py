@@ -76,7 +76,8 @@ def test_command(
     that could run are reported and written to --junit)."""
     from ..regress import runner
     from ..workspace import load_workspace
-    from .render import console, escape
+    from .progress import rollout_progress
+    from .render import console, err_console, escape
 
     ws = load_workspace()
     root = baseline if baseline.is_absolute() else ws.root / baseline
@@ -92,24 +93,26 @@ def test_command(
     if update_baseline:
         from .written import commit_written
 
-        paths = runner.update_baselines(specs, template, db, ws, root)
+        with rollout_progress(err_console(), enabled=not as_json) as progress:
+            paths = runner.update_baselines(specs, template, db, ws, root, progress)
         for path in paths:
             console().print(f"wrote {escape(str(path))}")
         commit_written(ws, paths, f"test --update-baseline: {len(specs)} harness(es)", template)
         raise typer.Exit(0)
     thresholds = runner.Thresholds(min_drop, category_min_drop, fail_on_flips)
-    result = runner.run_regression(
-        specs, template, db, root, thresholds, split=split, seed_offset=seed_offset
-    )
+    with rollout_progress(err_console(), enabled=not as_json) as progress:
+        result = runner.run_regression(
+            specs,
+            template,
+            db,
+            root,
+            thresholds,
+            split=split,
+            seed_offset=seed_offset,
+            progress=progress,
+        )
     render_checks(result, junit=junit, as_json=as_json)
-    if result.infra_failed:
-        from .render import err_console
-
-        for harness, why in result.errors.items():
-            err_console().print(f"[red]ERROR[/] {escape(f'{harness}: {why}')}", soft_wrap=True)
-        err_console().print("run the command again to retry the rollouts that failed")
-        raise typer.Exit(3)
-    raise typer.Exit(1 if result.failed else 0)
+    raise typer.Exit(3 if result.infra_failed else 1 if result.failed else 0)
 
 
 def render_checks(result, *, junit: Path | None, as_json: bool) -> None:
@@ -118,6 +121,10 @@ def render_checks(result, *, junit: Path | None, as_json: bool) -> None:
 
     if junit is not None:
         junit_xml(result.checks, junit, result.errors)
+    for harness, why in result.errors.items():  # on stderr, with --json too
+        err_console().print(f"[red]ERROR[/] {escape(f'{harness}: {why}')}", soft_wrap=True)
+    if result.errors:
+        err_console().print("run the command again to retry the rollouts that failed")
     if as_json:
         print_result(result)
         return

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..evaluate import EvalRequest, evaluate
+from ..evaluate import EvalRequest, Progress, evaluate
 from ..harness import HarnessSpec, load_harness
 from ..workspace import Workspace
 from . import Check, baseline_path, compare, load_baseline
@@ -56,13 +56,18 @@ def baselined(ws: Workspace, root: Path) -> list[HarnessSpec]:
 
 
 def update_baselines(
-    specs: list[HarnessSpec], template: EvalRequest, store, ws: Workspace, root: Path
+    specs: list[HarnessSpec],
+    template: EvalRequest,
+    store,
+    ws: Workspace,
+    root: Path,
+    progress: Progress | None = None,
 ) -> list[Path]:
     """Re-profile ``specs`` (rescues against their lineage root) and write the baselines."""
     from ..profiles.runner import lineage_root, profile_pool
 
     base = lineage_root(specs[0], ws.harnesses_dir)
-    return profile_pool(specs, base, template, store, out_dir=root).paths
+    return profile_pool(specs, base, template, store, out_dir=root, progress=progress).paths
 
 
 def run_regression(
@@ -74,6 +79,7 @@ def run_regression(
     *,
     split: str | None = None,
     seed_offset: int = 0,
+    progress: Progress | None = None,
 ) -> RegressResult:
     """Check each harness against its baseline under ``root`` for the template's policy and
     suite (``split`` picks among several baselines), on the baseline's own split and seeds
@@ -90,7 +96,7 @@ def run_regression(
             rollouts=len(seeds),
             seed=seeds[0] + seed_offset,
         )
-        evaluated = evaluate(request, store)
+        evaluated = evaluate(request, store, progress)
         if evaluated.infra_failed:
             result.errors[spec.name] = (
                 f"{len(evaluated.infra_failed)} rollout(s) failed on infrastructure after "
