@@ -81,3 +81,28 @@ def classify(
     if runtime_status in RUNTIME_STATUSES:
         return Outcome(runtime_status)
     return Outcome.HARNESS_ERROR
+
+
+def explain(outcome: str, runtime_status: str | None, tool_error_streak: int = 0) -> str | None:
+    """Why the host's outcome differs from the status the runtime reported (None when it
+    does not, or needs no words): the order above, said for one rollout."""
+    if outcome == runtime_status:
+        return None
+    if outcome == Outcome.TOOL_ERROR and runtime_status == "step_limit":
+        return (
+            f"the rounds ran out while the last {tool_error_streak} tool calls all failed "
+            f"(at least {TOOL_ERROR_STREAK}): stuck on errors, not on time, so tool_error"
+        )
+    if outcome == Outcome.TIMEOUT:
+        return "the host killed the rollout at its wall-clock limit, whatever the runtime said"
+    if outcome == Outcome.INFRA_ERROR:
+        return "the sandbox or the gateway failed: not the harness's doing"
+    if outcome == Outcome.HARNESS_ERROR:
+        return "harness code raised, or the runtime ended without a result"
+    if outcome == Outcome.SUCCESS:
+        return "the host's scorer accepted the final state or answer"
+    if outcome == Outcome.INVALID_FORMAT and runtime_status == "answered":
+        return "the final answer could not be parsed as the answer format the scorer needs"
+    if outcome == Outcome.WRONG_ANSWER and runtime_status in ("answered", "done"):
+        return "the episode ended and the host's scorer did not accept it"
+    return None

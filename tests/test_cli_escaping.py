@@ -83,3 +83,25 @@ def test_version_and_shell_completion():
     assert result.exit_code == 0 and result.stdout.strip() == f"harnessctl {version('harnessctl')}"
     shown = runner.invoke(app, ["--show-completion", "bash"], env={"SHELL": "/bin/bash"})
     assert shown.exit_code == 0 and "_harnessctl_completion" in shown.stdout
+
+
+def test_show_says_why_the_outcome_differs_from_the_runtime_status(workspace):
+    trajectory = {
+        "format_version": 1,
+        "rollout_id": "r2",
+        "task_id": "t2",
+        "seed": 0,
+        "harness": {"name": "dbbench-base", "hash": "h"},
+        "policy": {"model": "sim/dbbench", "params": {}},
+        "outcome": "tool_error",
+        "calls": [],
+        "result": {"status": "step_limit", "tool_error_streak": 4},
+    }
+    row = make_rollout("k2", outcome="tool_error", success=False, harness_name="dbbench-base")
+    stored = load_workspace(workspace).open_store().record_rollout(row, [], trajectory)
+    shown = runner.invoke(app, ["show", stored.id], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "runtime status: step_limit" in shown.stdout
+    assert "outcome tool_error: the rounds ran out while the last 4 tool calls all failed" in (
+        shown.stdout
+    )

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
+from ..outcomes import explain
 from ..records import ModelCall, Trajectory, clip
 
 STYLE = {"success": "green", "wrong_answer": "red", "infra_error": "magenta"}
@@ -44,6 +45,9 @@ def render_trajectory(console: Console, row, trajectory: Trajectory) -> None:
     result = trajectory.result
     status, answer = (result.status, result.answer) if result else (None, None)
     console.print(Text(f"runtime status: {status}  answer: {answer!r}"))
+    why = explain(trajectory.outcome, status, result.tool_error_streak if result else 0)
+    if why:
+        console.print(Text(f"outcome {trajectory.outcome}: {why}"))
     if result is not None and result.traceback:
         console.print(_panel(result.traceback, "harness traceback", "red", 3000, "center"))
     if trajectory.score is not None:
