@@ -162,10 +162,10 @@ def _rescue(data: ReportData, links: Links) -> str:
     return (
         f'<p class="note">Tasks on which every rollout of <b>{_e(data.base.name)}</b> failed '
         f"({len(data.rescue_tasks)}); cell = successes/attempts of each harness on the task. "
-        "Last row: tasks rescued (at least one success).</p>"
+        "Last row: all-fail tasks rescued (at least one success).</p>"
         '<div class="scroll"><table id="rescue-table"><tr><th class="name">task</th>'
         f'<th class="name">category</th>{head}</tr>{"".join(rows)}'
-        f'<tr><th class="name" colspan="2">tasks rescued</th>{totals}</tr></table></div>'
+        f'<tr><th class="name" colspan="2">all-fail tasks rescued</th>{totals}</tr></table></div>'
     )
 
 
@@ -248,7 +248,7 @@ def render(data: ReportData, embed: Any, *, per_cell: int, max_embedded: int) ->
  &middot; {len(data.harnesses)} harnesses &middot; {len(data.edits)} edits</div>
 <div class="note">Other selections in the store (pick with --policy/--suite/--split):
  {_e(others or "none")}. Edge label: direction &middot; same-batch reward &middot;
- rescues/batch &minus;regressions/control &middot; sign-test p &middot; round. Click any
+ batch rescues/batch &minus;control regressions/control &middot; sign-test p &middot; round. Click any
  cell or rate to see the rollouts behind it below.</div>
 {body}
 <section id="trajectories"><h2>Trajectories</h2>
