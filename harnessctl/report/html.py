@@ -248,8 +248,8 @@ def render(data: ReportData, embed: Any, *, per_cell: int, max_embedded: int) ->
  &middot; {len(data.harnesses)} harnesses &middot; {len(data.edits)} edits</div>
 <div class="note">Other selections in the store (pick with --policy/--suite/--split):
  {_e(others or "none")}. Edge label: direction &middot; same-batch reward &middot;
- batch rescues/batch &minus;control regressions/control &middot; sign-test p &middot; round. Click any
- cell or rate to see the rollouts behind it below.</div>
+ batch rescues/batch &minus;control regressions/control &middot; sign-test p &middot; round.
+ Click any cell or rate to see the rollouts behind it below.</div>
 {body}
 <section id="trajectories"><h2>Trajectories</h2>
 <div class="note">At most {per_cell} rollouts per cell (failures first) and {max_embedded}
