@@ -176,12 +176,12 @@ def test_evolve_on_the_function_calling_base_accepts_its_repairs(tmp_path):
     assert (ws / "harnesses" / "dbbench-fc" / "harness.yaml").is_file()
     args = ["evolve", "dbbench-fc", *ARGS[2:]]
     args[args.index("--rounds") + 1] = "1"
-    result = run_evolve(ws, "--directions", "execution-recovery,format-validation", args=args)
-    assert set(result["best"]) == {"execution-recovery", "format-validation"}, result["edits"]
+    result = run_evolve(ws, args=args)  # every direction, one round
+    assert len(result["best"]) >= 2, result["edits"]  # issue #13: at least two accepted
     for direction, variant in result["best"].items():
         assert variant["name"] == f"dbbench-fc.{direction}.r1" and variant["rescues"] > 0
-    repairs = {e["status"] for e in result["edits"]}
-    assert repairs == {"accepted"}
+    # each direction found an fc-* repair that applied: none was rejected by validation
+    assert {e["status"] for e in result["edits"]} <= {"accepted", "evaluated"}
     for variant in result["best"].values():  # siblings still speak function calling
         text = (ws / "harnesses" / variant["name"] / "harness.py").read_text(encoding="utf-8")
         assert "commit_final_answer" in text and "tool_specs = [EXECUTE_SQL" in text
