@@ -191,3 +191,26 @@ def test_nonsensical_limits_are_refused_naming_the_option(workspace, command, op
     assert result.exit_code == 2, result.output
     assert f"Invalid value for '{option}'" in result.output
     assert rows(workspace) == []  # refused before anything ran
+
+
+def test_an_eval_whose_rollouts_all_fail_on_infrastructure_exits_3_and_says_so(workspace):
+    dead = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
+    args = ["eval", "dbbench-base", "--policy", "openai/x", "--param", f"api_base={dead}"]
+    result = invoke(*args, "--param", "api_key=k", "--task", "dev-000", "--rollouts", 1)
+    assert result.exit_code == 3, result.output
+    assert "no rollout finished: nothing to summarise" in result.stdout
+    assert "0.0% (0/0)" not in result.stdout
+    assert "1 rollout(s) failed on infrastructure" in result.stderr
+    assert rows(workspace) == []
+    listed = invoke("rollouts", "--attempts", "--json")
+    attempts = json.loads(listed.stdout[listed.stdout.index("{") :])["attempts"]
+    assert attempts and all(a["outcome"] == "infra_error" and a["error"] for a in attempts)
+
+
+def test_the_hint_eval_prints_is_a_command_that_works(workspace):
+    result = invoke("eval", "dbbench-base", "--task", "dev-000", "--rollouts", 1)
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.stdout.splitlines() if "its rollouts: harnessctl" in x)
+    hint = line.split("its rollouts: harnessctl ", 1)[1].split(" (then", 1)[0]
+    listed = invoke(*hint.split())
+    assert listed.exit_code == 0 and rows(workspace)[0].id[:12] in listed.stdout

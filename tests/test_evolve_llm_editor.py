@@ -163,3 +163,25 @@ def test_a_stale_git_lock_is_named_in_one_line_before_any_work(engine_for, works
             engine.run()
         assert stub.chat_requests == []
     assert engine.store.rollouts() == []
+
+
+def test_evolve_stops_with_exit_3_when_rollouts_fail_on_infrastructure(workspace):
+    from typer.testing import CliRunner
+
+    from harnessctl.cli import app
+
+    tiny = workspace / "examples" / "tiny"  # two tasks: each rollout retries before failing
+    tiny.mkdir()
+    lines = (workspace / "examples" / "dbbench" / "dev.jsonl").read_text().splitlines()
+    (tiny / "tasks.jsonl").write_text("\n".join(lines[:2]) + "\n")
+    (tiny / "suite.yaml").write_text(
+        "name: tiny\nenv: dbbench\ntasks: [tasks.jsonl]\nsplits:\n  all: {}\n"
+    )
+    committed_workspace_eval(workspace, split="test")  # a git repository, as init makes
+    dead = "http://127.0.0.1:9/v1"
+    args = ["evolve", "dbbench-base", "--policy", "openai/x", "--param", f"api_base={dead}"]
+    args += ["--param", "api_key=k", "--suite", "examples/tiny", "--split", "all"]
+    result = CliRunner().invoke(app, [*args, "--rollouts", "1"])
+    assert result.exit_code == 3, result.output
+    assert "rollout(s) failed on infrastructure after retries" in result.stderr
+    assert "Traceback" not in result.output
