@@ -254,3 +254,20 @@ def test_reanchor_detects_skill_change_and_keeps_old_profiles(ws, profiled, cli)
         assert (ws / "profiles" / name / "sim-dbbench" / "dbbench-dev.train.yaml").is_file()
         slug = new_id.replace("/", "-").replace("#", "-")
         assert (ws / "profiles" / name / slug / "dbbench-dev.train.yaml").is_file()
+
+
+def test_the_profile_table_names_its_rescues_and_agrees_with_its_cards(ws, profiled) -> None:
+    names = siblings(ws)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HARNESSCTL_WORKSPACE", str(ws))
+        mp.setenv("COLUMNS", "250")
+        mp.chdir(ws)
+        shown = runner.invoke(app, ["profile", *names, "--split", "train", "--rollouts", "2"])
+    assert shown.exit_code == 0, shown.output
+    out = shown.stdout
+    assert "all-fail tasks rescued" in out and "tokens mean" in out and "tokens p50" not in out
+    assert "union of all-fail tasks rescued:" in out
+    for name in names:  # the table's token figure is the mean the card compares
+        mean = profiled["profiles"][name]["tokens"]["mean"]
+        assert f"│ {mean:.0f} " in out
+    assert "unchanged: nothing to commit" in shown.stderr  # cached: the same files
