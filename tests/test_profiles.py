@@ -271,3 +271,5 @@ def test_the_profile_table_names_its_rescues_and_agrees_with_its_cards(ws, profi
         mean = profiled["profiles"][name]["tokens"]["mean"]
         assert f"│ {mean:.0f} " in out
     assert "unchanged: nothing to commit" in shown.stderr  # cached: the same files
+    # the siblings' edits were judged on train, the split profiled: said, not hidden
+    assert "in-sample: the edits behind" in shown.stderr.replace("\n", " ")

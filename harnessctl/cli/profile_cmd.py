@@ -109,6 +109,26 @@ def profile_command(
         else:
             pool = profile_pool(specs, base_spec, template, db, out_dir=out_dir, progress=progress)
     render_profiles(pool, drift, template.policy.id, as_json=as_json)
+    _say_in_sample(db, specs, split)
     from .written import commit_written
 
     commit_written(ws, pool.paths, f"profile: {len(pool.profiles)} harness(es)", template)
+
+
+def _say_in_sample(db, specs, split: str) -> None:
+    """A note on stderr when the profiled split is the one the harnesses' edits were
+    judged on: their rescue figures are then in-sample."""
+    from ..profiles.runner import edit_splits
+    from .render import err_console, escape
+
+    informed = sorted(n for n, splits in edit_splits(db, specs).items() if split in splits)
+    if informed:
+        err_console().print(
+            escape(
+                f"in-sample: the edits behind {', '.join(informed)} were judged on {split}, "
+                f"the split profiled here; their rescue figures overstate held-out behaviour "
+                "(as the router's evidence they are what it needs: judge routing on another "
+                "split)"
+            ),
+            soft_wrap=True,
+        )

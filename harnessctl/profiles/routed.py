@@ -19,7 +19,7 @@ from ..evaluate import EvalRequest, Progress, evaluate
 from ..harness import HarnessSpec
 from ..summary import Summary, summarize
 from .router import route
-from .runner import load_profiles
+from .runner import edit_splits, load_profiles
 from .voting import Voter, record_vote_calls
 
 
@@ -105,7 +105,7 @@ def routed_eval(
     routed_rows = [replaced.get((r.task_id, r.seed), r) for r in base_rows]
     informed = {
         "profiles": sorted({p.split for p in profiles.values()}),
-        "edits": _edit_splits(store, candidates),
+        "edits": sorted({x for xs in edit_splits(store, candidates).values() for x in xs}),
     }
     judged = {r.task_id for r in base_rows}
     seen: set[str] = set()
@@ -130,17 +130,3 @@ def _split_task_ids(request: EvalRequest, split: str) -> set[str]:
         return {t.id for t in request.suite.tasks(split).tasks}
     except HarnessctlError:  # a split of another suite: no task of this one in it
         return set()
-
-
-def _edit_splits(store, candidates: list[HarnessSpec]) -> list[str]:
-    """The splits the accepted edits behind ``candidates`` were judged on."""
-    import json
-
-    hashes = {s.hash for s in candidates}
-    splits = set()
-    for edit in store.edits():
-        if edit.accepted and edit.child_hash in hashes:
-            split = json.loads(edit.metrics_json or "{}").get("split")
-            if split:
-                splits.add(split)
-    return sorted(splits)

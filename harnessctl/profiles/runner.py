@@ -173,3 +173,18 @@ def stored_profile(row: Any) -> Profile:
         f"stored profile {row.id} of {row.harness_name} ({row.policy_id}, {row.suite}/{row.split})"
     )
     return Profile.load(json.loads(row.data_json), where=where)
+
+
+def edit_splits(store, specs: list[HarnessSpec]) -> dict[str, list[str]]:
+    """Harness name -> the splits its accepted edit (the one that made this tree) was judged
+    on: tasks there informed the harness, so figures measured on them are in-sample."""
+    import json
+
+    by_hash = {s.hash: s.name for s in specs}
+    splits: dict[str, set[str]] = {}
+    for edit in store.edits():
+        if edit.accepted and edit.child_hash in by_hash:
+            split = json.loads(edit.metrics_json or "{}").get("split")
+            if split:
+                splits.setdefault(by_hash[edit.child_hash], set()).add(split)
+    return {name: sorted(found) for name, found in sorted(splits.items())}
