@@ -9,7 +9,9 @@ import typer
 from .options import JsonOption, ParamOption, PolicyOption, SandboxOption, StoreOption, policy_of
 from .render import handle_errors
 
-pool_app = typer.Typer(help="Inspect and check exported harness pools.", no_args_is_help=True)
+pool_app = typer.Typer(
+    help="Inspect and check exported harness pools.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 def export_pool_command(
