@@ -39,7 +39,6 @@ def export_pool_command(
     from ..pool.export import check_committed, export_pool
     from ..profiles.runner import load_profiles
     from ..workspace import load_workspace
-    from .render import console, escape
 
     ws = load_workspace()
     loaded = ws.load_suite(suite)
@@ -67,6 +66,13 @@ def export_pool_command(
         policy_id=pol.id,
         suite=loaded.name,
     )
+    render_exported(path, as_json=as_json)
+
+
+def render_exported(path: Path, *, as_json: bool) -> None:
+    """What ``export-pool`` prints about the pool it wrote at ``path``."""
+    from .render import console, escape
+
     manifest = json.loads((path / "pool.json").read_text())
     if as_json:
         from ..results import ExportPoolResult

@@ -77,7 +77,7 @@ def test_command(
     from ..regress import runner
     from ..workspace import load_workspace
     from .progress import rollout_progress
-    from .render import console, err_console, escape
+    from .render import err_console
 
     ws = load_workspace()
     root = baseline if baseline.is_absolute() else ws.root / baseline
@@ -91,28 +91,30 @@ def test_command(
     )
     db = ws.open_store(store)
     if update_baseline:
-        from .written import commit_written
-
-        with rollout_progress(err_console(), enabled=not as_json) as progress:
-            paths = runner.update_baselines(specs, template, db, ws, root, progress)
-        for path in paths:
-            console().print(f"wrote {escape(str(path))}")
-        commit_written(ws, paths, f"test --update-baseline: {len(specs)} harness(es)", template)
+        _update_baselines(ws, specs, template, db, root, quiet=as_json)
         raise typer.Exit(0)
     thresholds = runner.Thresholds(min_drop, category_min_drop, fail_on_flips)
     with rollout_progress(err_console(), enabled=not as_json) as progress:
         result = runner.run_regression(
-            specs,
-            template,
-            db,
-            root,
-            thresholds,
-            split=split,
-            seed_offset=seed_offset,
+            specs, template, db, root, thresholds, split=split, seed_offset=seed_offset,
             progress=progress,
-        )
+        )  # fmt: skip
     render_checks(result, junit=junit, as_json=as_json)
     raise typer.Exit(3 if result.infra_failed else 1 if result.failed else 0)
+
+
+def _update_baselines(ws, specs, template, db, root: Path, *, quiet: bool) -> None:
+    """``test --update-baseline``: re-profile, write the baselines, commit them."""
+    from ..regress import runner
+    from .progress import rollout_progress
+    from .render import console, err_console, escape
+    from .written import commit_written
+
+    with rollout_progress(err_console(), enabled=not quiet) as progress:
+        paths = runner.update_baselines(specs, template, db, ws, root, progress)
+    for path in paths:
+        console().print(f"wrote {escape(str(path))}")
+    commit_written(ws, paths, f"test --update-baseline: {len(specs)} harness(es)", template)
 
 
 def render_checks(result, *, junit: Path | None, as_json: bool) -> None:
