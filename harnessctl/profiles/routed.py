@@ -74,8 +74,8 @@ def routed_eval(
         suite=request.suite.name,
         avoid_split=request.split,
     )
-    base = evaluate(request, store, progress).complete(request.harness.name)
-    base_rows, base_run = base.rows, base.run_id
+    evaluated = evaluate(request, store, progress).complete(request.harness.name)
+    base_rows, base_run = evaluated.rows, evaluated.run_id
     per_task: dict[str, list] = defaultdict(list)
     for row in base_rows:
         per_task[row.task_id].append(row)
