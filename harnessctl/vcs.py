@@ -92,8 +92,7 @@ def commit_files(directory: Path, paths: list[Path], message: str) -> tuple[str 
             return None, "unchanged: nothing to commit"
         repo.git.commit("-m", message, "--", *rels)
     except git.GitCommandError as exc:
-        detail = (str(exc.stderr or "").strip().splitlines() or [str(exc.status)])[0]
-        return None, f"not committed: git said {detail}"
+        return None, f"not committed: git said {_git_said(exc)}"
     sha = repo.head.commit.hexsha
     return sha, f"committed {len(rels)} file(s) as {sha[:12]}"
 
@@ -111,6 +110,10 @@ def commit_directory(directory: Path, path: Path, message: str) -> str:
     except git.GitCommandError as exc:
         from .errors import HarnessctlError
 
-        detail = (str(exc.stderr or "").strip().splitlines() or [str(exc.status)])[0]
-        raise HarnessctlError(f"git commit of {rel} failed: {detail}") from None
+        raise HarnessctlError(f"git commit of {rel} failed: {_git_said(exc)}") from None
     return repo.head.commit.hexsha
+
+
+def _git_said(exc) -> str:
+    """The first line of what a failed git command printed (its status if nothing)."""
+    return (str(exc.stderr or "").strip().splitlines() or [str(exc.status)])[0]

@@ -148,11 +148,7 @@ def harness_dirs(directory: Path) -> list[Path]:
     return [p for p in sorted(directory.iterdir()) if (p / MANIFEST).is_file()]
 
 
-def find_root(start: Path | None = None) -> Path:
-    return _find_root(start)[0]
-
-
-def _find_root(start: Path | None = None) -> tuple[Path, bool]:
+def find_root(start: Path | None = None) -> tuple[Path, bool]:
     """The workspace root and whether one was found (else the start directory). A
     ``start`` a caller names wins over ``HARNESSCTL_WORKSPACE``."""
     env = os.environ.get(ENV_WORKSPACE)
@@ -166,7 +162,7 @@ def _find_root(start: Path | None = None) -> tuple[Path, bool]:
 
 
 def load_workspace(start: Path | None = None) -> Workspace:
-    root, found = _find_root(start)
+    root, found = find_root(start)
     path = root / WORKSPACE_FILE
     data = read_yaml(path) if path.is_file() else {}
     if data is None:

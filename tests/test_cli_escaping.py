@@ -15,16 +15,24 @@ runner = CliRunner()
 HOSTILE = "closing [/] then [bold]x[/bold] and [red]y"
 
 
-def test_show_prints_a_reply_with_markup_literally(workspace):
-    trajectory = {
+def stored_trajectory(rollout_id: str, **fields) -> dict:
+    """A stored trajectory's JSON: the fields every trajectory has, then ``fields``."""
+    return {
         "format_version": 1,
-        "rollout_id": "r1",
-        "task_id": "t1",
+        "rollout_id": rollout_id,
+        "task_id": f"t-{rollout_id}",
         "seed": 0,
         "harness": {"name": "dbbench-base", "hash": "h"},
         "policy": {"model": "sim/dbbench", "params": {}},
-        "outcome": "wrong_answer",
-        "calls": [
+        **fields,
+    }
+
+
+def test_show_prints_a_reply_with_markup_literally(workspace):
+    trajectory = stored_trajectory(
+        "r1",
+        outcome="wrong_answer",
+        calls=[
             {
                 "index": 0,
                 "model": "sim/dbbench",
@@ -33,10 +41,10 @@ def test_show_prints_a_reply_with_markup_literally(workspace):
                 "reply": HOSTILE,
             }
         ],
-        "events": [{"event": "turn", "kind": "sql", "feedback": "harness said [/bold]"}],
-        "result": {"status": "done", "answer": "[x]", "traceback": "Error [/] at line 1"},
-        "score": {"success": False, "detail": {"why": "[b]no[/b]"}},
-    }
+        events=[{"event": "turn", "kind": "sql", "feedback": "harness said [/bold]"}],
+        result={"status": "done", "answer": "[x]", "traceback": "Error [/] at line 1"},
+        score={"success": False, "detail": {"why": "[b]no[/b]"}},
+    )
     row = make_rollout(
         "k1",
         outcome="wrong_answer",
@@ -86,17 +94,12 @@ def test_version_and_shell_completion():
 
 
 def test_show_says_why_the_outcome_differs_from_the_runtime_status(workspace):
-    trajectory = {
-        "format_version": 1,
-        "rollout_id": "r2",
-        "task_id": "t2",
-        "seed": 0,
-        "harness": {"name": "dbbench-base", "hash": "h"},
-        "policy": {"model": "sim/dbbench", "params": {}},
-        "outcome": "tool_error",
-        "calls": [],
-        "result": {"status": "step_limit", "tool_error_streak": 4},
-    }
+    trajectory = stored_trajectory(
+        "r2",
+        outcome="tool_error",
+        calls=[],
+        result={"status": "step_limit", "tool_error_streak": 4},
+    )
     row = make_rollout("k2", outcome="tool_error", success=False, harness_name="dbbench-base")
     stored = load_workspace(workspace).open_store().record_rollout(row, [], trajectory)
     shown = runner.invoke(app, ["show", stored.id], env={"COLUMNS": "200"})

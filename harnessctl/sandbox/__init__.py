@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..harness import HarnessSpec
+from ..liveness import process_started
 from ..registry import Registry
 
 BUILTIN = {
@@ -89,17 +90,10 @@ OWNER_FILE = ".hx-owner"
 RUN_DIR_PREFIXES = ("hxsb-", "hxrun-", "hxgw-", "hxevolve-")
 
 
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (tells a reused pid apart)."""
-    from ..liveness import process_started
-
-    return process_started(pid) or None
-
-
 def mark_owner(directory: Path) -> None:
     """Name this process as the owner of a run directory, for :func:`reap_stale`."""
     pid = os.getpid()
-    (Path(directory) / OWNER_FILE).write_text(f"{pid} {_start_time(pid) or '-'}\n")
+    (Path(directory) / OWNER_FILE).write_text(f"{pid} {process_started(pid) or '-'}\n")
 
 
 def reap_stale(
@@ -129,8 +123,8 @@ def reap_stale(
             pid = int(pid_text)
         except (OSError, ValueError):
             continue
-        alive = _start_time(pid)
-        if alive is not None and (started in ("-", "") or alive == started):
+        alive = process_started(pid)
+        if alive and (started in ("-", "") or alive == started):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(Path(entry.path))
