@@ -9,7 +9,7 @@ from ..errors import HarnessctlError
 from ..harness import HarnessSpec, load_harness
 from ..workspace import Workspace, harness_dirs
 from .router import RouteResult, route
-from .runner import load_profiles
+from .runner import lineage_root, load_profiles
 from .voting import Voter
 
 
@@ -23,19 +23,18 @@ def pool_specs(
         specs = [load_harness(p) for p in harness_dirs(pool)]
         if lineage_of is None:
             return specs
-        root = _root_name(lineage_of, ws.harnesses_dir)
+        root = lineage_root(lineage_of, ws.harnesses_dir).name
         return [s for s in specs if _root_name(s, pool) == root]
     return [ws.load_harness(name) for name in pool]
 
 
-def _root_name(spec: HarnessSpec, harnesses_dir: Path) -> str:
-    """The name at the top of ``spec``'s parent chain as far as ``harnesses_dir`` holds it."""
-    seen = {spec.name}
-    name, parent = spec.name, spec.manifest.parent
-    while parent and parent not in seen and (harnesses_dir / parent / "harness.yaml").is_file():
-        seen.add(parent)
-        name, parent = parent, load_harness(harnesses_dir / parent).manifest.parent
-    return parent or name
+def _root_name(spec: HarnessSpec, harnesses_dir: Path) -> str | None:
+    """The lineage root's name, None when the parent chain cannot be followed there (then
+    the harness is not shown to belong to any lineage)."""
+    try:
+        return lineage_root(spec, harnesses_dir).name
+    except HarnessctlError:
+        return None
 
 
 def profiled_specs(ws: Workspace, store, *, policy_id: str, suite: str) -> list[HarnessSpec]:
