@@ -37,7 +37,7 @@ def rollouts_command(
         typer.Option(
             "--attempts",
             help="List the infra-failed attempts instead (retried, never task outcomes), "
-            "with their errors.",
+            "newest first with their errors; --harness, --task and --outcome do not apply.",
         ),
     ] = False,
     store: StoreOption = None,
