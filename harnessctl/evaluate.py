@@ -19,7 +19,7 @@ import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from .constants import INFRA_RETRIES
+from .constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_TOKENS, INFRA_RETRIES
 from .envs import TaskProblem
 from .errors import InfraError
 from .executors.base import EXECUTORS, Pending, Progress, check_executor, session_options
@@ -47,8 +47,11 @@ class EvalRequest:
     workers: int = 2
     sandbox: str = "local"
     limits: Limits = field(default_factory=Limits)
-    max_calls: int = 40
-    max_tokens: int = 60_000
+    max_calls: int | None = None
+    """Model calls per rollout; None: the environment's ``max_calls``, else 40."""
+    max_tokens: int | None = None
+    """Prompt+completion tokens per rollout; None: the environment's ``max_tokens``, else
+    60,000 (a 50-step ALFWorld episode with its whole history in context needs more)."""
     task_ids: list[str] | None = None
     pairs: list[tuple[str, int]] | None = None
     """Explicit (task id, seed) pairs; overrides task_ids x seeds (paired re-evaluation)."""
@@ -62,6 +65,13 @@ class EvalRequest:
     """Ray cluster to join (``auto``, ``ray://host:10001``, ``host:6379``); None: local."""
     fresh_container: bool = False
     """Docker: one container per rollout instead of the hardened warm ones (no reuse)."""
+
+    def __post_init__(self) -> None:
+        env = self.suite.environment
+        if self.max_calls is None:
+            self.max_calls = int(getattr(env, "max_calls", 0) or DEFAULT_MAX_CALLS)
+        if self.max_tokens is None:
+            self.max_tokens = int(getattr(env, "max_tokens", 0) or DEFAULT_MAX_TOKENS)
 
 
 @dataclass

@@ -87,7 +87,8 @@ class SuiteConfig(BaseModel):
     """Keyword arguments of the environment (e.g. DBBench's ``rules: v0.2``); they belong in
     its ``version``, so rollouts under other options are cached apart."""
     tasks: list[str] = Field(min_length=1)
-    """Task files, relative to the directory holding ``suite.yaml``."""
+    """Task files or directories (as the environment reads them: ALFWorld takes a directory
+    of games), relative to the directory holding ``suite.yaml``."""
     splits: dict[str, SplitSpec] = Field(default_factory=_default_splits)
     """Named splits (see the module docstring); default: dev, train and test."""
     image: str = DEFAULT_IMAGE
@@ -162,11 +163,17 @@ class Suite:
 
     @cached_property
     def id(self) -> str:
-        """``name@hash``: the hash (12 hex) covers the task files' contents, in order, and the
-        ``env_options`` when there are any (the same tasks scored otherwise are another suite)."""
+        """``name@hash``: the hash (12 hex) covers the task files' contents (a directory's
+        files and their paths in it), in order, and the ``env_options`` when there are any
+        (the same tasks scored otherwise are another suite)."""
+        from .trees import tree_hash
+
         digest = hashlib.sha256()
         for file in self.task_files:
-            digest.update(hashlib.sha256(file.read_bytes()).digest())
+            if file.is_dir():
+                digest.update(bytes.fromhex(tree_hash(file)))
+            else:
+                digest.update(hashlib.sha256(file.read_bytes()).digest())
         if self.config.env_options:
             options = json.dumps(self.config.env_options, sort_keys=True, default=str)
             digest.update(options.encode("utf-8"))
@@ -243,8 +250,9 @@ def configured_environment(config: SuiteConfig, path: Path) -> Environment:
 def _check(config: SuiteConfig, path: Path) -> None:
     """The checks that need more than one field, or the file system."""
     for i, rel in enumerate(config.tasks):
-        if not (path.parent / rel).is_file():
-            raise ConfigError(f"{path}: tasks[{i}]", f"no such task file: {path.parent / rel}")
+        if not (path.parent / rel).exists():
+            where = f"{path}: tasks[{i}]"
+            raise ConfigError(where, f"no such task file or directory: {path.parent / rel}")
     for name, spec in config.splits.items():
         target = spec.complement_of
         if target is None:

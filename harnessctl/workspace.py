@@ -221,12 +221,13 @@ def init_workspace(directory: Path, *, examples: bool = True) -> Workspace:
 
 
 def _copy_examples(directory: Path) -> None:
-    """Copy the bundled base harnesses (every one under ``harnesses/``) and the default
-    example suite when this is a source checkout."""
+    """Copy the bundled base harnesses (every one under ``harnesses/``) and the example
+    suites (DBBench, the default, and ALFWorld) when this is a source checkout."""
     source = Path(__file__).resolve().parent.parent
     bundled = sorted(p for p in (source / "harnesses").glob("*") if (p / "harness.yaml").is_file())
     pairs = [(src, directory / "harnesses" / src.name) for src in bundled]
-    pairs.append((source / "examples" / "dbbench", directory / "examples" / "dbbench"))
+    for suite in ("dbbench", "alfworld"):
+        pairs.append((source / "examples" / suite, directory / "examples" / suite))
     for src, dst in pairs:
         if src.is_dir() and not dst.exists() and src.resolve() != dst.resolve():
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))

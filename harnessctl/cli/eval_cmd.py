@@ -28,8 +28,21 @@ from .options import (
 )
 
 HarnessArg = Annotated[str, typer.Argument(help="Harness directory, or a name under harnesses/.")]
-MaxCallsOption = Annotated[int, typer.Option(min=1, help="Model calls per rollout.")]
-MaxTokensOption = Annotated[int, typer.Option(min=1, help="Prompt+completion tokens per rollout.")]
+MaxCallsOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help=f"Model calls per rollout (default: the environment's own, else {DEFAULT_MAX_CALLS}).",
+    ),
+]
+MaxTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Prompt+completion tokens per rollout (default: the environment's own, else "
+        f"{DEFAULT_MAX_TOKENS:,}).",
+    ),
+]
 TaskOption = Annotated[
     list[str] | None, typer.Option("--task", help="Only these task ids (repeatable).")
 ]
@@ -58,8 +71,8 @@ def eval_command(
     ray_address: RayAddressOption = None,
     fresh_container: FreshContainerOption = False,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    max_calls: MaxCallsOption = DEFAULT_MAX_CALLS,
-    max_tokens: MaxTokensOption = DEFAULT_MAX_TOKENS,
+    max_calls: MaxCallsOption = None,
+    max_tokens: MaxTokensOption = None,
     task: TaskOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,

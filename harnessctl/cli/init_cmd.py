@@ -13,7 +13,8 @@ def init_command(
     examples: Annotated[
         bool,
         typer.Option(
-            help="Copy the bundled base harnesses (dbbench-base, dbbench-fc) and example suite."
+            help="Copy the bundled base harnesses (dbbench-base, dbbench-fc, alfworld-base) and "
+            "example suites (examples/dbbench, the default, and examples/alfworld)."
         ),
     ] = True,
     as_json: JsonOption = False,

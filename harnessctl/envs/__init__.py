@@ -13,7 +13,8 @@ The action surface comes in two forms:
   harness through the rollout's gateway socket and token (reset, step); gold and simulator
   state never leave the host, every step is recorded, a crash is an infrastructure error.
 
-Kinds are resolved by one registry (:mod:`harnessctl.registry`): the builtin ``dbbench``,
+Kinds are resolved by one registry (:mod:`harnessctl.registry`): the builtins ``dbbench``
+and ``alfworld``,
 plugins registered in-process with ``register_environment``, the entry point group
 ``harnessctl.environments``, or a dotted path ``package.module:Class``. See
 docs/environments.md for how to write one.
@@ -134,7 +135,9 @@ class Environment(Protocol):
     Optional members, read with ``getattr``: ``surface`` (``"sandbox"``, the default, or
     ``"host"``); for in-sandbox kinds ``sandbox_code`` (a :class:`SandboxCode`); for
     host-served kinds ``tools`` (the action names the harness gets), ``max_steps`` (the
-    per-rollout step budget) and ``open_episode(task, seed) -> Episode``; ``version`` (a string
+    per-rollout step budget) and ``open_episode(task, seed) -> Episode``; ``max_calls`` and
+    ``max_tokens`` (the gateway's per-rollout default budgets, when 40 calls and 60,000
+    tokens are too few for the kind's episodes); ``version`` (a string
     that changes when scoring or episodes change: part of the cache key); ``directions`` (a
     directory of repair directions, with rule-based repairs under ``repairs/``); ``replay``
     (``replay(task) -> list[dict]``, the gold action script for the ``replay/<kind>`` policy).
@@ -190,7 +193,10 @@ def env_version(env: Environment) -> str:
 ENVIRONMENTS: Registry[Environment] = Registry(
     ENTRY_POINT_GROUP,
     "environment kind",
-    {"dbbench": "harnessctl.envs.dbbench:DBBenchEnvironment"},
+    {
+        "dbbench": "harnessctl.envs.dbbench:DBBenchEnvironment",
+        "alfworld": "harnessctl.envs.alfworld:AlfworldEnvironment",
+    },
     option="env",
 )
 

@@ -59,6 +59,7 @@ OFFLINE_POLICIES: Registry[OfflinePolicy] = Registry(
     "offline policy",
     {
         "sim/dbbench": "harnessctl.policies.dbbench_sim:SimDBBench",
+        "sim/alfworld": "harnessctl.envs.alfworld.sim:SimAlfworld",
         "replay": "harnessctl.policies.replay:ReplayPolicy",
     },
     option="--policy",
@@ -69,6 +70,11 @@ OFFLINE_PROVIDERS: dict[str, str] = {
     "sim/dbbench": (
         "TEST DOUBLE, not a model: oracle-backed simulated DBBench agent with seeded, "
         "harness-sensitive failure modes (offline, free, deterministic; params: skill, rate_<mode>)"
+    ),
+    "sim/alfworld": (
+        "TEST DOUBLE, not a model: walkthrough-backed simulated ALFWorld player with seeded, "
+        "harness-sensitive failure modes (offline, free, deterministic; params: skill, "
+        "rate_<mode>)"
     ),
     "replay/<kind>": (
         "TEST DOUBLE, not a model: answers every task of environment <kind> with its gold "

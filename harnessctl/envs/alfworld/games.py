@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,16 @@ def check_game(data: Any) -> None:
         raise GameError("walkthrough: missing or not a list of commands")
     if not walk:
         raise GameError("walkthrough: empty (a solvable game is won by at least one command)")
+
+
+_GOAL = re.compile(r'"task"\s*:\s*\[\s*\{\s*"rhs"\s*:\s*"([^"]*)"')
+
+
+def goal_text(data: dict[str, Any]) -> str:
+    """The game's goal as the game states it ("Your task is to: put a clean mug in coffee
+    machine."), read from the grammar's ``task`` rule; "" when the grammar has none."""
+    match = _GOAL.search(str(data.get("grammar") or ""))
+    return match.group(1).strip() if match else ""
 
 
 def content_hash(data: dict[str, Any]) -> str:
