@@ -27,8 +27,9 @@ from .options import (
 )
 
 EDITOR_HELP = (
-    "'rules' (default): the offline RULE-BASED editor, a catalogue of known code repairs for "
-    "the DBBench base harness (a test double, not a model); or any litellm model string, "
+    "'rules' (default): the offline RULE-BASED editor, the environment's catalogue of known "
+    "code repairs for its base harnesses (a test double, not a model); or any litellm model "
+    "string, "
     "which answers with SEARCH/REPLACE blocks."
 )
 BaseArg = Annotated[str, typer.Argument(help="Base harness directory or name under harnesses/.")]

@@ -97,7 +97,8 @@ def choose_selection(
         (sel, n)
         for sel, n in available_selections(rows)
         if (policy_id is None or sel.policy_id == policy_id)
-        and (suite is None or sel.suite == suite or sel.suite.split("@", 1)[0] == suite)
+        # rollouts record the suite's name; an id (name@hash) given is matched by its name
+        and (suite is None or sel.suite.split("@", 1)[0] == suite.split("@", 1)[0])
         and (split is None or sel.split == split)
     ]
     if not mine:

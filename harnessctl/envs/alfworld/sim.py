@@ -27,9 +27,10 @@ A command counts as carried out when the harness's answer to it neither is the g
 "Nothing happens." nor says the command was not run (``NOT_RUN_WORDS``). After a detour (a
 ``go to`` off the walkthrough), it first goes back to where the walkthrough has it.
 
-Randomness: one ``random.Random`` per (seed, game id); its first draw picks the mode (the
-rates, stacked, are the odds of each; the rest is no failure), later draws fix the details, so
-the same seed and game fail the same way under every harness (paired comparisons). Rates are
+Randomness: each mode draws once per (seed, game id) and is on below its rate; of the modes
+that are on, the one whose draw is smallest against its rate is the episode's (so raising
+``skill`` only switches modes off); another draw fixes the turn and the verb. The same seed
+and game fail the same way under every harness (paired comparisons). Rates are
 ``BASE_RATES`` scaled by ``2 * (1 - skill)``; ``rate_<mode>`` params override them. The reply
 is a pure function of (oracle, messages, seed, params). Offered an ``act`` function, it
 answers with calls instead of text; ``format`` then does not apply.
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MODES = ("format", "phrasing", "loop", "drift")
-BASE_RATES: dict[str, float] = {"format": 0.18, "phrasing": 0.18, "loop": 0.18, "drift": 0.18}
+BASE_RATES: dict[str, float] = {"format": 0.25, "phrasing": 0.25, "loop": 0.25, "drift": 0.25}
 DEFAULT_SKILL = 0.5
 #: Replies of its own in the context from which ``drift`` makes it lose the goal.
 DRIFT_TURNS = 3
@@ -151,22 +152,21 @@ class Plan:
 def plan_episode(
     game_id: str, walkthrough: Sequence[str], seed: int, rates: Mapping[str, float]
 ) -> Plan:
-    """One draw picks the mode: the rates are stacked in ``MODES`` order and, when they add up
-    to more than 1, scaled down to fit."""
-    rng = random.Random(f"{seed}|{game_id}|alfworld")
-    draw = rng.random()
-    total = sum(max(0.0, rates.get(m, 0.0)) for m in MODES)
-    scale = 1.0 / total if total > 1.0 else 1.0
-    mode, edge = None, 0.0
+    """Each mode draws once (``random.Random(f"{seed}|{game_id}|{mode}")``) and is on when its
+    draw is below its rate; of the modes that are on, the one with the smallest draw / rate
+    is the episode's. Scaling every rate by the same factor (``skill``) keeps that order, so
+    raising ``skill`` only ever switches an episode's mode off, never to another one."""
+    best: tuple[float, str] | None = None
     for name in MODES:
-        edge += max(0.0, rates.get(name, 0.0)) * scale
-        if draw < edge:
-            mode = name
-            break
+        rate = max(0.0, rates.get(name, 0.0))
+        draw = random.Random(f"{seed}|{game_id}|{name}").random()
+        if draw < rate and (best is None or draw / rate < best[0]):
+            best = (draw / rate, name)
+    rng = random.Random(f"{seed}|{game_id}|details")
     turn = rng.randrange(max(1, len(walkthrough)))
     verbs = sorted({_verb(c) for c in walkthrough} - {""})
     verb = rng.choice(verbs) if verbs else ""
-    return Plan(mode, turn, verb)
+    return Plan(best[1] if best else None, turn, verb)
 
 
 def _say(command: str, verb: str) -> str:

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""What serving ALFWorld through harnessctl costs on top of the game itself.
+
+1. Step round trip: a real gateway in this process serves a real ALFWorld episode; a client
+   speaking the sandbox runtime's protocol (`harnessctl.runtime.env.EnvClient`: HTTP over the
+   rollout's unix socket, bearer token) plays each game's walkthrough. Per step, the round trip
+   minus the game's own time (the gateway's `latency_s` around `episode.step`, recorded in the
+   ledger) is the cost of the socket path: request parsing, auth, the step record, JSON.
+   The same with a null episode (answers at once) gives the bare path.
+2. Per-rollout overhead: the same walkthroughs as full rollouts (`RolloutSession`: the local
+   sandbox, the runtime, `alfworld-base`, `replay/alfworld` through the gateway and litellm,
+   scoring), against playing them directly in one process (`Game.reset` and `Game.step`, no
+   harnessctl around it), each in interleaved rounds. The answer memo is off on both sides
+   (`memo=False`), so both pay the game's full time.
+
+usage: .venv/bin/python benchmarks/alfworld_steps.py [--games 12] [--rounds 3] [--json out.json]
+Needs the `alfworld` extra and bwrap (Debian's bubblewrap).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from harnessctl.envs import StepResult, get_environment
+from harnessctl.envs.alfworld import AlfworldEnvironment
+from harnessctl.envs.alfworld.play import Game
+from harnessctl.gateway import Budget, Gateway
+from harnessctl.runtime.client import GatewayClient
+from harnessctl.runtime.env import EnvClient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+class NullEpisode:
+    """Answers every step at once: the socket path alone."""
+
+    def reset(self) -> StepResult:
+        return StepResult("You are in the middle of a room.", info={"admissible_commands": []})
+
+    def step(self, tool, argument, arguments) -> StepResult:
+        return StepResult("Nothing happens.", info={"admissible_commands": []})
+
+    def close(self) -> None:
+        pass
+
+
+def socket_steps(gateway: Gateway, episode, commands: list[str]) -> list[tuple[float, float]]:
+    """(round trip, game time) of each step of ``commands`` through the gateway's socket."""
+    token = gateway.open_rollout(
+        "bench", model="replay/alfworld", params={}, budget=Budget(), episode=episode
+    )
+    client = EnvClient(GatewayClient(gateway.address, token))
+    client.reset()
+    trips = []
+    for command in commands:
+        t0 = time.perf_counter()
+        client.step("act", command)
+        trips.append(time.perf_counter() - t0)
+    ledger = gateway.close_rollout(token)
+    games = [s.latency_s for s in ledger.steps if s.kind == "step"]
+    return list(zip(trips, games, strict=True))
+
+
+def direct(env: AlfworldEnvironment, task) -> float:
+    t0 = time.perf_counter()
+    game = Game(task.record, memo=False)
+    game.reset()
+    for command in task.record["walkthrough"]:
+        game.step(command)
+    game.close()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--games", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    from harnessctl.harness import load_harness
+    from harnessctl.policy import Policy
+    from harnessctl.rollout import RolloutSession
+    from harnessctl.suite import load_suite
+
+    suite = load_suite(ROOT / "examples" / "alfworld")
+    env = get_environment("alfworld", memo=False)
+    tasks = suite.tasks("dev").tasks[: args.games]
+    for task in tasks:  # warm the PDDL translation of every game: not part of any figure
+        direct(env, task)
+
+    gateway = Gateway().start()
+    try:
+        overhead, game_time, null = [], [], []
+        for task in tasks:
+            walk = list(task.record["walkthrough"])
+            episode = env.open_episode(task, 0)
+            for trip, game in socket_steps(gateway, episode, walk):
+                overhead.append(trip - game)
+                game_time.append(game)
+            episode.close()
+            null += [trip for trip, _ in socket_steps(gateway, NullEpisode(), walk)]
+    finally:
+        gateway.close()
+
+    harness = load_harness(ROOT / "harnesses" / "alfworld-base")
+    policy = Policy("replay/alfworld")
+    steps = sum(len(t.record["walkthrough"]) for t in tasks)
+    rollout_s, direct_s = [], []
+    with RolloutSession(env, sandbox="local") as session:
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            for task in tasks:
+                record = session.run(harness, task, 0, policy)
+                assert record.outcome.value == "success", (task.id, record.outcome)
+            rollout_s.append((time.perf_counter() - t0) / len(tasks))
+            t0 = time.perf_counter()
+            for task in tasks:
+                direct(env, task)
+            direct_s.append((time.perf_counter() - t0) / len(tasks))
+
+    ms = 1000.0
+    report = {
+        "games": len(tasks),
+        "steps": len(overhead),
+        "step_overhead_ms": {
+            "median": statistics.median(overhead) * ms,
+            "p95": percentile(overhead, 0.95) * ms,
+        },
+        "step_game_ms": {"median": statistics.median(game_time) * ms},
+        "null_step_round_trip_ms": {
+            "median": statistics.median(null) * ms,
+            "p95": percentile(null, 0.95) * ms,
+        },
+        "rollout_ms": statistics.median(rollout_s) * ms,
+        "direct_episode_ms": statistics.median(direct_s) * ms,
+        "rollout_overhead_ms": (statistics.median(rollout_s) - statistics.median(direct_s)) * ms,
+        "rollout_overhead_per_step_ms": (
+            (statistics.median(rollout_s) - statistics.median(direct_s)) * ms * len(tasks) / steps
+        ),
+        "rounds": args.rounds,
+    }
+    print(json.dumps(report, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
