@@ -98,6 +98,25 @@ def test_replay_wins_every_game_with_the_base_and_every_sibling_locally(ws, sibl
     assert trajectory.score.detail["won"] is True
 
 
+def test_a_shuffled_or_empty_walkthrough_does_not_win_through_the_rollout_path(ws, monkeypatch):
+    from harnessctl.envs.alfworld import AlfworldEnvironment
+
+    real = AlfworldEnvironment.replay
+    games = [t.id for t in AlfworldEnvironment().load_tasks(ws / SUITE / "games").tasks[::12]]
+    flags = [x for g in games for x in ("--task", g)]
+    for name, script in (
+        ("rotated", lambda self, task: real(self, task)[1:] + real(self, task)[:1]),
+        ("empty", lambda self, task: []),
+    ):
+        monkeypatch.setattr(AlfworldEnvironment, "replay", script)
+        other = f"sqlite:///{ws.parent / f'{name}.db'}"  # the script is not in the cache key
+        summary = _replay(ws, BASE, *flags, "--store", other)
+        assert summary["rollouts"] == len(games) and "success" not in summary["outcomes"], (
+            name,
+            summary,
+        )
+
+
 def test_replay_wins_every_game_on_docker_too(ws, siblings):
     from harnessctl.errors import HarnessctlError
     from harnessctl.sandbox.docker import connect

@@ -147,3 +147,30 @@ def test_env_options_are_checked(tmp_path):
     with pytest.raises(ValueError, match="memo must be true or false"):
         get_environment("alfworld", memo="yes")
     assert get_environment("alfworld", memo=False).memo is False
+
+
+def test_a_game_the_engine_cannot_load_raises_and_spoils_no_later_game(env, tasks):
+    """The episode's exception is what the gateway records as the rollout's infrastructure
+    error (retried, never the harness's failure); the engine it broke is not reused."""
+    from dataclasses import replace
+
+    from harnessctl.envs.alfworld import play
+
+    def discarded() -> int:  # engines built and neither idle nor in use
+        return play.pool_size() - len(play._POOL.idle)
+
+    before = discarded()
+    broken = replace(tasks[2], record={**tasks[2].record, "pddl_problem": "(define (problem"})
+    episode = env.open_episode(broken, 0)
+    with pytest.raises(Exception):  # noqa: B017  (whatever the engine raises)
+        episode.reset()
+    episode.close()
+    assert discarded() == before + 1  # the engine it broke is not handed to another game
+    good = env.open_episode(tasks[2], 0)
+    try:
+        good.reset()
+        for command in tasks[2].record["walkthrough"]:
+            result = good.step("act", command, None)
+        assert result.done and good.won
+    finally:
+        good.close()

@@ -28,7 +28,11 @@ app = typer.Typer(
         "Offline by default: the policy 'sim/<env>' (e.g. sim/dbbench) is the environment's "
         "simulated agent, a TEST DOUBLE that knows the answers and fails in seeded ways; "
         "'replay/<env>' is a TEST DOUBLE that answers with the gold. Pass any litellm model "
-        "string (e.g. --policy openai/gpt-4o-mini) to use a real model."
+        "string (e.g. --policy openai/gpt-4o-mini) to use a real model.\n\n"
+        "A suite's 'env:' names its environment kind: a built-in (in the sandbox, or served "
+        "from the host through the rollout's gateway socket, like a simulator) or a plugin "
+        "registered under the entry point group 'harnessctl.environments' "
+        "(docs/environments.md)."
     ),
     no_args_is_help=True,
     add_completion=True,

@@ -133,9 +133,9 @@ class _Memo:
     """Game answers already computed, keyed by (game, commands since the reset): the games
     are deterministic (a PDDL state machine, the first production of each grammar rule, no
     shuffling of names), so the same commands from the same start give the same answer.
-    Bounded (least recently used out first)."""
+    Bounded: 20,000 answers (least recently used out first), some tens of MB."""
 
-    def __init__(self, limit: int = 50_000) -> None:
+    def __init__(self, limit: int = 20_000) -> None:
         self.limit = limit
         self.views: OrderedDict[tuple[str, tuple[str, ...]], GameView] = OrderedDict()
         self.hits = self.misses = 0
@@ -219,8 +219,15 @@ class Game:
             if command is not None:
                 self.commands.append(command)
             known = _MEMO.get((self.key, tuple(self.commands))) if self.memo else None
-            self._last = known if known is not None else self._run(len(self.commands))
-            return self._last
+            if known is None:
+                try:
+                    known = self._run(len(self.commands))
+                except BaseException:
+                    # an engine that raised may be in any state: never hand it to another game
+                    self._env, self._synced, self._current = None, -1, None
+                    raise
+            self._last = known
+            return known
 
     def reset(self) -> GameView:
         self.commands, self._last = [], None
