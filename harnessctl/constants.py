@@ -12,6 +12,7 @@ ENV_RAY_ADDRESS = "HARNESSCTL_RAY_ADDRESS"  # Ray cluster for --executor ray
 ENV_POLICY = "HARNESSCTL_POLICY"  # default policy model string
 ENV_DOCKER_FRESH = "HARNESSCTL_DOCKER_FRESH"  # 1: one container per rollout (--fresh-container)
 ENV_GATEWAY_PORT = "HARNESSCTL_GATEWAY_PORT"  # opt-in loopback TCP port for the gateway
+ENV_MODEL_DIR = "HARNESSCTL_MODEL_DIR"  # where the bundled local model's file is kept
 
 # Variables that never reach a sandbox, whatever else is passed through.
 SECRET_ENV_PREFIXES = (
