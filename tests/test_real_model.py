@@ -161,3 +161,20 @@ def test_router_voting_and_the_pool_rescue_with_the_real_model(ws, model):
     for output in [*group, *result.attempted]:
         assert output.outcome != "infra_error" and output.usage, output
         assert all(u.get("prompt_tokens", 0) > 0 for u in output.usage)
+
+
+def test_a_dead_model_server_is_an_infrastructure_error_never_a_task_failure(ws):
+    """The server gone (here: stopped before the run): every call fails to connect, the
+    gateway retries, the rollout is an infrastructure error, retried, then reported with
+    exit 3; nothing is stored as the task's outcome."""
+    with LocalModel(model_dir=MODEL_DIR) as doomed:
+        api_base, name = doomed.api_base, doomed.model
+    other = f"sqlite:///{ws.parent / 'dead.db'}"
+    args = ["eval", "dbbench-base", *DBBENCH, "--task", "dev-000", *SLOW, "--store", other]
+    result = cli(ws, *args, "--policy", name, "--param", f"api_base={api_base}", code=3)
+    assert "failed on infrastructure" in result.output, result.output[-2000:]
+    db = load_workspace(ws).open_store(other)
+    assert db.rollouts() == []
+    attempts = db.attempts()
+    assert attempts and {a.outcome for a in attempts} == {"infra_error"}
+    assert any("Connection" in (a.error or "") for a in attempts), [a.error for a in attempts]
