@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError, HarnessctlError
 
-TRAJECTORY_FORMAT = 1
+TRAJECTORY_FORMAT = 2
 PROFILE_VERSION = 1
 
 
@@ -75,6 +75,9 @@ class ModelCall(_Record):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     """The function calls the reply made (OpenAI format)."""
     status: str = "ok"
+    finish_reason: str | None = None
+    """Why the reply ended, as the provider said: ``stop``, ``length`` (cut at the token
+    limit), ``tool_calls``...; None when it did not say (or for format 1 documents)."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0

@@ -272,6 +272,7 @@ def _call_record(call) -> ModelCall:
         tools=getattr(call, "tools", None),
         tool_calls=list(getattr(call, "tool_calls", None) or []),
         status=call.status,
+        finish_reason=getattr(call, "finish_reason", None),
         prompt_tokens=call.prompt_tokens,
         completion_tokens=call.completion_tokens,
         cost_usd=call.cost_usd,

@@ -79,6 +79,25 @@ def test_eval_dbbench_with_the_real_model(ws, model):
     _check_rollouts(ws, model)
 
 
+def test_replies_cut_at_the_token_limit_and_function_calling_with_the_real_model(ws, model):
+    """Replies cut short are recorded as such and classified like any unusable reply; the
+    function-calling protocol offers its tools to the real server (which accepts them)."""
+    other = f"sqlite:///{ws.parent / 'cut.db'}"
+    args = ["eval", "dbbench-base", *DBBENCH, "--task", "dev-000", "--store", other]
+    data = cli_json(ws, *args, *SLOW, *real(model), "--param", "max_tokens=3")
+    assert data["executed"] == 1 and data["infra_failed"] == 0
+    (row,) = _check_rollouts(ws, model, other)
+    calls = load_workspace(ws).open_store(other).trajectory(row).calls
+    assert {c.finish_reason for c in calls} == {"length"} and calls[0].completion_tokens <= 3
+    args = ["eval", "dbbench-fc", *DBBENCH, "--task", "dev-045", "--store", other]
+    data = cli_json(ws, *args, *SLOW, *real(model))
+    assert data["executed"] == 1 and data["infra_failed"] == 0
+    rows = _check_rollouts(ws, model, other)
+    fc = next(r for r in rows if r.task_id == "dev-045")
+    calls = load_workspace(ws).open_store(other).trajectory(fc).calls
+    assert calls[0].tools and calls[0].finish_reason in ("stop", "length", "tool_calls")
+
+
 def test_eval_on_docker_with_the_real_model(ws, model):
     from harnessctl.errors import HarnessctlError
     from harnessctl.sandbox.docker import connect

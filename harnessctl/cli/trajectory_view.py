@@ -57,7 +57,8 @@ def render_trajectory(console: Console, row, trajectory: Trajectory) -> None:
 
 def _call(console: Console, call: ModelCall) -> None:
     reply = call.reply or call.error or ""
-    console.print(_panel(reply, f"model call {call.index} [{call.status}]", "cyan"))
+    cut = ", cut at the token limit" if call.finish_reason == "length" else ""
+    console.print(_panel(reply, f"model call {call.index} [{call.status}{cut}]", "cyan"))
     for tool_call in call.tool_calls:
         function = tool_call.get("function") or {}
         body = f"{function.get('name')}({function.get('arguments')})"

@@ -59,6 +59,7 @@ class CallRecord:
     started_at: float  # unix time the request arrived
     tools: list[dict[str, Any]] | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str | None = None  # the provider's: stop, length (cut), tool_calls...
 
     @property
     def total_tokens(self) -> int:

@@ -351,6 +351,7 @@ class Gateway:
     def _finish(self, state: _Rollout, rec: CallRecord, c: llm.Completion) -> Response:
         rec.model, rec.reply, rec.attempts = c.model, c.content, c.attempts
         rec.tool_calls = c.tool_calls
+        rec.finish_reason = c.finish_reason
         rec.prompt_tokens, rec.completion_tokens = c.prompt_tokens, c.completion_tokens
         rec.cost_usd, rec.latency_s = c.cost_usd, c.latency_s
         ledger, limit = state.ledger, state.budget.max_tokens
