@@ -45,6 +45,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harnessctl.policies.sim_signals import _field, offered_functions, text_of
+
 MODES = ("format", "phrasing", "loop", "drift")
 BASE_RATES: dict[str, float] = {"format": 0.25, "phrasing": 0.25, "loop": 0.25, "drift": 0.25}
 DEFAULT_SKILL = 0.5
@@ -78,22 +80,6 @@ class Exchange:
     feedback: str
 
 
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(_text(part) for part in content)
-    if isinstance(content, dict):
-        return _text(content.get("text", content.get("content", "")))
-    return str(content)
-
-
-def _field(message: Any, name: str) -> Any:
-    return message.get(name) if isinstance(message, dict) else getattr(message, name, None)
-
-
 def _call_command(call: Any) -> str | None:
     function = _field(call, "function") or {}
     raw = _field(function, "arguments")
@@ -112,12 +98,12 @@ def read_history(messages: Sequence[Any]) -> list[Exchange]:
         role = str(_field(message, "role") or "user")
         if role == "assistant":
             calls = _field(message, "tool_calls") or []
-            match = _ACTION.search(_text(_field(message, "content")))
+            match = _ACTION.search(text_of(_field(message, "content")))
             command = _call_command(calls[0]) if calls else (match.group(1) if match else None)
             turns.append(Exchange(command, ""))
         elif turns and role in ("user", "tool"):
             last = turns[-1]
-            text = _text(_field(message, "content"))
+            text = text_of(_field(message, "content"))
             turns[-1] = Exchange(last.command, f"{last.feedback}\n{text}".strip())
     return turns
 
@@ -201,7 +187,8 @@ def _progress(walkthrough: Sequence[str], history: Sequence[Exchange]) -> tuple[
 
 def _detour(oracle: Mapping[str, Any], messages: Sequence[Any], seed: int, turn: int) -> str:
     """A receptacle off the walkthrough's way, from the first observation's list."""
-    first = next((_text(_field(m, "content")) for m in messages if _field(m, "role") == "user"), "")
+    users = (m for m in messages if _field(m, "role") == "user")
+    first = next((text_of(_field(m, "content")) for m in users), "")
     on_way = {_place(c) for c in oracle.get("walkthrough") or []}
     places = [p for p in dict.fromkeys(_PLACE.findall(first)) if p not in on_way]
     if not places:
@@ -236,7 +223,7 @@ def next_command(
     ):
         return LOOK, False
     if plan.mode == "drift" and turn >= DRIFT_TURNS:
-        last = _text(_field(messages[-1], "content")) if messages else ""
+        last = text_of(_field(messages[-1], "content")) if messages else ""
         if GOAL_MARK not in last:
             return _detour(oracle, messages, seed, turn), False
     if plan.mode == "phrasing" and not any(command in e.feedback for e in history):
@@ -289,7 +276,5 @@ class SimAlfworld:
         from harnessctl.policies import sim_params
 
         skill, overrides = sim_params(params, MODES, DEFAULT_SKILL)
-        offered = {
-            _field(_field(t, "function") or {}, "name") for t in tools or [] if t is not None
-        }
+        offered = offered_functions(tools)
         return next_reply(view, messages, seed, effective_rates(skill, overrides), "act" in offered)
