@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError, HarnessctlError
 
-TRAJECTORY_FORMAT = 2
+TRAJECTORY_FORMAT = 3
 PROFILE_VERSION = 1
 
 
@@ -78,6 +78,14 @@ class ModelCall(_Record):
     finish_reason: str | None = None
     """Why the reply ended, as the provider said: ``stop``, ``length`` (cut at the token
     limit), ``tool_calls``...; None when it did not say (or for format 1 documents)."""
+    prompt_ids: list[int] | None = None
+    """The prompt's token ids as the server tokenized it, when the policy asked for token
+    ids (``return_token_ids``) and the server said (format 3; docs/trajectory.md)."""
+    completion_ids: list[int] | None = None
+    """The reply's token ids, when asked for (``return_token_ids`` or ``logprobs``) and
+    returned."""
+    logprobs: list[float] | None = None
+    """Each reply token's logprob, when asked for (``logprobs``) and returned."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0

@@ -38,6 +38,11 @@ class Reply:
     completion_tokens: int = 5
     finish_reason: str | None = None  # "tool_calls" when there are some, else "stop"
     tool_calls: list[dict[str, Any]] | None = None
+    #: More fields of the choice and of the body, as a server adds them (vLLM's
+    #: ``token_ids`` and ``prompt_token_ids``, a ``logprobs`` object...); a callable takes the
+    #: request body.
+    choice_extra: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    body_extra: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 @dataclass
@@ -166,7 +171,10 @@ def _completion_body(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
     if reply.tool_calls:
         message["tool_calls"] = reply.tool_calls
     finish_reason = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+    choice_extra = reply.choice_extra(request) if callable(reply.choice_extra) else reply.choice_extra
+    body_extra = reply.body_extra(request) if callable(reply.body_extra) else reply.body_extra
     return {
+        **(body_extra or {}),
         "id": f"chatcmpl-stub-{time.monotonic_ns()}",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -176,6 +184,7 @@ def _completion_body(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
                 "index": 0,
                 "message": message,
                 "finish_reason": finish_reason,
+                **(choice_extra or {}),
             }
         ],
         "usage": {

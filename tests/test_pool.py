@@ -161,3 +161,195 @@ def test_export_refuses_uncommitted_harness_changes(exported, tmp_path):
     assert proc.returncode != 0
     assert "uncommitted changes" in proc.stderr and aux in proc.stderr
     assert not (tmp_path / "p2").exists()
+
+
+# --- token-level rollouts, per-rollout policies, concurrency (issue #16) ---------------------
+
+END, ROLE = 1000, {"system": 1001, "user": 1002, "assistant": 1003, "tool": 1004}
+
+
+def toy_ids(text):
+    return list((text or "").encode())
+
+
+def toy_prompt(messages):
+    """A byte-level stand-in for a chat template: role marker, content bytes, end marker."""
+    ids = []
+    for m in messages:
+        ids += [ROLE[m["role"]], *toy_ids(m.get("content")), END]
+    return ids + [ROLE["assistant"]]
+
+
+def vllm_reply(text, offset=0):
+    """A reply as vLLM gives it when asked for ``return_token_ids`` and ``logprobs``: the
+    completion's ids end with the end-of-turn token, as vLLM's do."""
+    ids = toy_ids(text) + [END]
+
+    def choice(req):
+        extra = {}
+        if req.get("return_token_ids"):
+            extra["token_ids"] = [i + offset for i in ids]
+        if req.get("logprobs"):
+            extra["logprobs"] = {
+                "content": [
+                    {"token": str(i), "logprob": -0.001 * (n + 1), "bytes": [], "top_logprobs": []}
+                    for n, i in enumerate(ids)
+                ]
+            }
+        return extra
+
+    def body(req):
+        if not req.get("return_token_ids"):
+            return {}
+        return {"prompt_token_ids": [i + offset for i in toy_prompt(req["messages"])]}
+
+    return Reply(text, prompt_tokens=50, completion_tokens=len(ids), choice_extra=choice,
+                 body_extra=body)
+
+
+DBB_REPLIES = [
+    "Action: Operation\n```sql\nSELECT COUNT(*) FROM `Game Schedule`\n```",
+    'Action: Answer\nFinal Answer: ["1.0"]',
+]
+
+
+def dbbench_record(ws, n=4):
+    return json.loads((ws / "examples" / "dbbench" / "dev.jsonl").read_text().splitlines()[n])
+
+
+def test_token_level_rollout_is_stitched_from_the_servers_ids(exported):
+    ws, out, _ = exported
+    with OpenAIStub() as stub, Pool.load(out) as pool:
+        stub.push(*(vllm_reply(r) for r in DBB_REPLIES))
+        policy = EndpointPolicy(
+            stub.url, "Qwen/Qwen2.5-7B-Instruct", api_key="sk-SECRET-123", tokens=True
+        )
+        result = pool.harness("dbbench-base").rollout(dbbench_record(ws), policy, seed=11)
+        bodies = [r.body for r in stub.chat_requests]
+        auth = stub.chat_requests[0].headers["authorization"]
+    # the served name reaches the server as it is spelled (no provider read into "Qwen/")
+    assert [b["model"] for b in bodies] == ["Qwen/Qwen2.5-7B-Instruct"] * 2
+    assert all(b["seed"] == 11 and b["logprobs"] and b["return_token_ids"] for b in bodies)
+    assert auth == "Bearer sk-SECRET-123"  # the credential reaches the server, nothing else
+    dumped = json.dumps(result.row()) + result.trajectory.model_dump_json()
+    assert "sk-SECRET-123" not in dumped
+    first, second = result.calls
+    assert first.prompt_ids == toy_prompt(first.messages)
+    assert second.completion_ids == toy_ids(DBB_REPLIES[1]) + [END]
+    seq = result.tokens()
+    assert seq.append_only, seq.reason
+    assert seq.prompt_ids == first.prompt_ids and seq.num_turns == 2
+    # mask 1 exactly over what the policy generated, mask 0 over what the harness added
+    replies = [seq.response_ids[a:b] for a, b in seq.turns]
+    assert replies == [toy_ids(r) + [END] for r in DBB_REPLIES]
+    assert [i for i, m in zip(seq.response_ids, seq.response_mask, strict=True) if m] == [
+        *replies[0], *replies[1]
+    ]
+    between = bytes(
+        i for i, m in zip(seq.response_ids, seq.response_mask, strict=True)
+        if not m and i < 256
+    ).decode()
+    assert between == second.messages[-1]["content"]  # the observation the harness added
+    assert len(seq.logprobs) == len(seq.response_ids)
+    assert [lp for lp, m in zip(seq.logprobs, seq.response_mask, strict=True) if m] == (
+        first.logprobs + second.logprobs
+    )
+    row = result.row()
+    assert row["response_ids"] == seq.response_ids and row["reward"] == result.reward
+    assert row["rollout_id"] == result.rollout_id == result.trajectory.rollout_id
+
+
+def test_a_rewritten_context_is_said_and_the_calls_stay_usable():
+    from harnessctl.pool.tokens import NoTokenIds, stitch
+    from harnessctl.records import ModelCall
+
+    def call(i, prompt, reply):
+        return ModelCall(index=i, model="m", messages=[], prompt_ids=prompt,
+                         completion_ids=reply, logprobs=[-1.0] * len(reply))
+
+    ok = stitch([call(0, [1, 2], [3]), call(1, [1, 2, 3, 9], [4, 5])])
+    assert ok.append_only and ok.response_ids == [3, 9, 4, 5]
+    assert ok.response_mask == [1, 0, 1, 1] and ok.logprobs == [-1.0, 0.0, -1.0, -1.0]
+    rewritten = stitch([call(0, [1, 2], [3]), call(1, [1, 7, 9], [4])])
+    assert not rewritten.append_only and "token 1" in rewritten.reason
+    assert rewritten.response_ids == [] and [s.response_ids for s in rewritten.samples] == [[3], [4]]
+    partial = stitch([call(0, [1, 2], [3]), ModelCall(index=1, model="m", messages=[])])
+    assert not partial.append_only and "[1]" in partial.reason and len(partial.samples) == 1
+    with pytest.raises(NoTokenIds, match="tokens=True"):
+        stitch([ModelCall(index=0, model="m", messages=[])])
+
+
+def test_a_dead_endpoint_is_an_infra_error_not_a_failed_task(exported):
+    from harnessctl.pool import RolloutInfraError
+
+    ws, out, _ = exported
+    with Pool.load(out) as pool:
+        policy = EndpointPolicy("http://127.0.0.1:9/v1", "Qwen/Qwen2.5-7B-Instruct")
+        with pytest.raises(RolloutInfraError, match="failed outside the harness") as info:
+            pool.base.rollout(dbbench_record(ws), policy, seed=0)
+    assert info.value.output.outcome == "infra_error"
+
+
+def test_rescue_with_a_per_rollout_policy_replaces_every_row_from_its_own_rollout(exported):
+    """Each fresh rollout asks its own session endpoint (as rLLM's and OpenRLHF's per-session
+    proxies are); every replaced row's tokens, mask, logprobs and reward come from the one
+    sibling rollout that replaced it."""
+    from harnessctl.pool import rescue_batch
+
+    ws, out, _ = exported
+    record = dbbench_record(ws)
+    answer = 'Action: Answer\nFinal Answer: ["1.0"]'
+    batch = [{"uid": "g", "record": record, "reward": 0.0, "response_ids": [7]} for _ in range(2)]
+    with OpenAIStub() as a, OpenAIStub() as b, Pool.load(out) as pool:
+        a.default, b.default = vllm_reply(answer, offset=0), vllm_reply(answer, offset=5000)
+        stubs = {0: a, 1: b}
+        result = rescue_batch(
+            pool,
+            batch,
+            lambda slot: EndpointPolicy(stubs[slot.row].url, "ckpt", tokens=True),
+            task_of=lambda s: s["record"],
+            convert=lambda output, s: {**s, **output.row()},
+            k=2,
+            seed=40,
+            max_workers=2,
+        )
+        seeds = {n: {r.body["seed"] for r in s.chat_requests} for n, s in stubs.items()}
+    assert result.rescued_uids == ["g"]
+    rows, fresh = result.samples, result.results["g"].attempted
+    assert seeds == {0: {40}, 1: {41}}
+    for n, (row, output) in enumerate(zip(rows, fresh, strict=True)):
+        seq = output.tokens()
+        assert row["rollout_id"] == output.rollout_id and row["reward"] == output.reward == 1.0
+        assert row["response_ids"] == seq.response_ids and row["response_mask"] == seq.response_mask
+        assert row["logprobs"] == seq.logprobs and row["seed"] == 40 + n
+        offset = 5000 if n else 0
+        assert row["prompt_ids"] == [i + offset for i in toy_prompt(output.calls[0].messages)]
+        assert row["response_ids"][:-1] == [i + offset for i in toy_ids(answer)]
+
+
+def test_concurrent_and_async_rescue_equal_sequential(exported):
+    import asyncio
+
+    from harnessctl.policy import Policy
+    from harnessctl.pool import arescue_batch, rescue_batch
+
+    ws, out, _ = exported
+    report = json.loads(
+        cli(ws, "rescue-sim", out, "--split", "test", "--group-size", 2, "--json").stdout
+    )
+    task_ids = [t["task_id"] for t in report["tasks"] if t["routed"]][:2]
+    tasks = load_suite(ws / "examples" / "dbbench").tasks("test").by_id()
+    batch = [{"uid": t, "reward": 0.0} for t in task_ids for _ in range(2)]
+    kwargs = dict(task_of=lambda s: tasks[s["uid"]], convert=lambda o, s: o.row(), seed=3)
+    policy = Policy("sim/dbbench")
+
+    def shape(res):
+        return [(r.get("harness"), r.get("seed"), r.get("outcome")) for r in res.samples], [
+            (o.harness, o.seed, o.outcome) for x in res.results.values() for o in x.attempted
+        ]
+
+    with Pool.load(out) as pool:
+        one = rescue_batch(pool, batch, policy, max_workers=1, **kwargs)
+        many = rescue_batch(pool, batch, policy, max_workers=4, **kwargs)
+        coro = asyncio.run(arescue_batch(pool, batch, policy, max_concurrency=4, **kwargs))
+    assert one.extra_rollouts == 4 and shape(one) == shape(many) == shape(coro)

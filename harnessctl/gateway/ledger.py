@@ -60,6 +60,10 @@ class CallRecord:
     tools: list[dict[str, Any]] | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: str | None = None  # the provider's: stop, length (cut), tool_calls...
+    #: Token-level capture (when the policy asked for it and the server returned it).
+    prompt_ids: list[int] | None = None
+    completion_ids: list[int] | None = None
+    logprobs: list[float] | None = None
 
     @property
     def total_tokens(self) -> int:

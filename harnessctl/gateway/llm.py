@@ -70,6 +70,12 @@ class Completion:
     finish_reason: str | None
     model: str
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    #: Token-level capture, when the request asked for it and the server returned it (see
+    #: :func:`token_capture`): the prompt's and the completion's token ids and each
+    #: completion token's logprob. None when not asked for or not returned.
+    prompt_ids: list[int] | None = None
+    completion_ids: list[int] | None = None
+    logprobs: list[float] | None = None
 
 
 def get_litellm() -> ModuleType:
@@ -142,7 +148,18 @@ def complete(
             if attempt <= retries:
                 time.sleep(backoff_s * 2 ** (attempt - 1))
             continue
-        return _to_completion(litellm, response, model, messages, attempt, started)
+        done = _to_completion(litellm, response, model, messages, attempt, started)
+        if params.get("return_token_ids") and done.prompt_ids is None and params.get("api_base"):
+            from .server_tokens import prompt_ids
+
+            done.prompt_ids = prompt_ids(
+                str(params["api_base"]),
+                messages,
+                params.get("tools"),
+                done.prompt_tokens,
+                timeout_s,
+            )
+        return done
     attempts = retries + 1
     raise UpstreamError(
         f"{model}: upstream failed {attempts} time(s); last error: {type(last).__name__}: {last}",
@@ -192,6 +209,7 @@ def _to_completion(
         cost = float(litellm.completion_cost(completion_response=response) or 0.0)
     except Exception:  # unknown price (local or custom model): cost is unknown, not an error
         cost = 0.0
+    prompt_ids, completion_ids, logprobs = token_capture(response)
     return Completion(
         content=content,
         prompt_tokens=int(prompt_tokens),
@@ -202,7 +220,48 @@ def _to_completion(
         finish_reason=getattr(choice, "finish_reason", None),
         model=str(getattr(response, "model", None) or model),
         tool_calls=tool_calls,
+        prompt_ids=prompt_ids,
+        completion_ids=completion_ids,
+        logprobs=logprobs,
     )
+
+
+def wants_tokens(params: dict[str, Any]) -> bool:
+    """Whether the call asks the server for token-level output (``logprobs`` or vLLM's
+    ``return_token_ids``)."""
+    return bool(params.get("logprobs") or params.get("return_token_ids"))
+
+
+def token_capture(response: Any) -> tuple[list[int] | None, list[int] | None, list[float] | None]:
+    """``(prompt_ids, completion_ids, logprobs)`` of a chat completion, each None when the
+    server did not return it.
+
+    Servers differ: vLLM, asked with ``return_token_ids``, puts ``prompt_token_ids`` on the
+    response and ``token_ids`` on the choice; with ``logprobs`` it gives each completion
+    token's logprob (OpenAI's ``logprobs.content``). llama.cpp's server gives no prompt ids
+    and no ``token_ids``, but each ``logprobs.content`` entry carries the token's ``id``: the
+    completion ids are taken from there when every entry has one.
+    """
+    choice = response.choices[0]
+    prompt_ids = _int_list(_field(response, "prompt_token_ids"))
+    completion_ids = _int_list(_field(choice, "token_ids"))
+    logprobs = None
+    content = _field(_field(choice, "logprobs"), "content")
+    if isinstance(content, list) and content:
+        values = [_field(entry, "logprob") for entry in content]
+        if all(isinstance(v, int | float) for v in values):
+            logprobs = [float(v) for v in values]
+        if completion_ids is None:
+            completion_ids = _int_list([_field(entry, "id") for entry in content])
+    return prompt_ids, completion_ids, logprobs
+
+
+def _int_list(value: Any) -> list[int] | None:
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        return None
+    return list(value)
 
 
 def tool_call_dicts(calls: Any) -> list[dict[str, Any]]:

@@ -352,6 +352,8 @@ class Gateway:
         rec.model, rec.reply, rec.attempts = c.model, c.content, c.attempts
         rec.tool_calls = c.tool_calls
         rec.finish_reason = c.finish_reason
+        rec.prompt_ids, rec.completion_ids = c.prompt_ids, c.completion_ids
+        rec.logprobs = c.logprobs
         rec.prompt_tokens, rec.completion_tokens = c.prompt_tokens, c.completion_tokens
         rec.cost_usd, rec.latency_s = c.cost_usd, c.latency_s
         ledger, limit = state.ledger, state.budget.max_tokens

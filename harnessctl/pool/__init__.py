@@ -8,17 +8,28 @@ expose theirs). :func:`rescue_group` is the Harness-S rule: only an all-fail gro
 re-rolled under the routed siblings, and only a group with a success replaces it.
 """
 
-from .api import EndpointPolicy, Pool, PoolHarness, RolloutOutput
+from .api import EndpointPolicy, Pool, PoolHarness, RolloutInfraError, RolloutOutput
 from .integrity import PoolIntegrityError, verify_pool
-from .sampler import RescueResult, rescue_group
+from .sampler import RescueResult, RescueSlot, arescue_group, rescue_group
+from .tokens import CallSample, NoTokenIds, TokenSequence
+from .trainer import BatchRescue, arescue_batch, rescue_batch
 
 __all__ = [
+    "BatchRescue",
+    "CallSample",
     "EndpointPolicy",
+    "NoTokenIds",
     "Pool",
     "PoolHarness",
     "PoolIntegrityError",
     "RescueResult",
+    "RescueSlot",
+    "RolloutInfraError",
     "RolloutOutput",
+    "TokenSequence",
+    "arescue_batch",
+    "arescue_group",
+    "rescue_batch",
     "rescue_group",
     "verify_pool",
 ]

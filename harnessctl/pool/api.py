@@ -1,10 +1,11 @@
 """The Python API a trainer uses: load a verified pool, route, run rollouts.
 
 pool = Pool.load("pools/dbbench-v1")              # verifies every checksum and hash
-policy = EndpointPolicy("http://127.0.0.1:8000/v1", "my-checkpoint", {"temperature": 1.0})
+policy = EndpointPolicy("http://127.0.0.1:8000/v1", "my-checkpoint", {"temperature": 1.0},
+                        tokens=True)
 names = pool.route(task, failures=["tool_error"], k=2)
 out = pool.harness(names[0]).rollout(task, policy, seed=7)
-out.reward, out.outcome, out.messages, out.usage
+out.reward, out.outcome, out.messages, out.usage, out.tokens().response_ids
 """
 
 from __future__ import annotations
@@ -17,33 +18,71 @@ from pathlib import Path
 from typing import Any
 
 from ..envs import Task, get_environment
-from ..errors import HarnessctlError
+from ..errors import HarnessctlError, InfraError
 from ..harness import HarnessSpec, check_environment, load_harness
 from ..policy import Policy
-from ..records import Profile, Trajectory
+from ..records import ModelCall, Profile, Trajectory
 from ..sandbox import Limits
 from .integrity import MANIFEST, PoolIntegrityError, check_pool
+from .tokens import NoTokenIds, TokenSequence, stitch
+
+
+#: litellm model prefixes that already say "an OpenAI-compatible server".
+_OPENAI_COMPATIBLE = ("openai/", "hosted_vllm/")
 
 
 @dataclass(frozen=True)
 class EndpointPolicy:
-    """An OpenAI-compatible inference endpoint (vLLM, SGLang, a trainer's rollout server)."""
+    """An OpenAI-compatible inference endpoint (vLLM, SGLang, llama.cpp, a trainer's rollout
+    server).
+
+    ``model`` is the name the server serves, as it spells it (``Qwen/Qwen2.5-7B-Instruct``,
+    a checkpoint path, an alias): it is always reached as an OpenAI-compatible endpoint, never
+    read as a litellm provider prefix. ``seed_upstream`` sends each rollout's seed with its
+    calls (servers that honour ``seed`` then sample reproducibly). ``tokens`` asks the server
+    for token-level output (``logprobs`` and ``return_token_ids``), so each rollout's calls
+    carry token ids and logprobs (:meth:`RolloutOutput.tokens`). ``api_key`` is a credential:
+    it reaches the server and nothing else (never a trajectory, the store or a pool).
+    """
 
     base_url: str
     model: str
     params: dict = field(default_factory=dict)
-    api_key: str = "EMPTY"
+    api_key: str = field(default="EMPTY", repr=False)
+    seed_upstream: bool = True
+    tokens: bool = False
 
-    def to_policy(self) -> Policy:
-        model = self.model if "/" in self.model.split(":")[0] else f"openai/{self.model}"
-        if self.model.startswith(("openai/", "hosted_vllm/")):
-            model = self.model
-        return Policy(model, {"api_base": self.base_url, "api_key": self.api_key, **self.params})
+    def to_policy(self, seed: int | None = None) -> Policy:
+        """The litellm policy for one rollout (``seed``: the rollout's, sent upstream when
+        ``seed_upstream`` and the params do not fix one)."""
+        model = self.model if self.model.startswith(_OPENAI_COMPATIBLE) else f"openai/{self.model}"
+        params: dict[str, Any] = {}
+        if self.tokens:
+            params.update(logprobs=True, return_token_ids=True)
+        if self.seed_upstream and seed is not None:
+            params["seed"] = seed
+        params.update(self.params)
+        return Policy(model, {**params, "api_base": self.base_url}, {"api_key": self.api_key})
+
+
+class RolloutInfraError(InfraError):
+    """A pool rollout failed for a reason outside the harness and the task (the endpoint is
+    down or refused the configuration, the sandbox died): nothing was learned about the
+    task, so it is raised rather than returned as a failed rollout with reward 0."""
+
+    def __init__(self, message: str, output: RolloutOutput) -> None:
+        super().__init__(message)
+        self.output = output
 
 
 @dataclass
 class RolloutOutput:
-    """One rollout under a pool harness."""
+    """One rollout under a pool harness.
+
+    ``messages`` is the last call's context and reply (the conversation as the harness last
+    built it); ``calls`` every model call with its token-level capture, and
+    :meth:`tokens` the trainable token sequence; ``usage`` one summary per call.
+    """
 
     harness: str
     harness_hash: str
@@ -55,10 +94,54 @@ class RolloutOutput:
     usage: list[dict]
     error: str | None = None
     trajectory: Trajectory | None = field(default=None, repr=False)
+    rollout_id: str = ""
+    calls: list[ModelCall] = field(default_factory=list, repr=False)
 
     @property
     def success(self) -> bool:
         return self.outcome == "success"
+
+    @property
+    def finish_reason(self) -> str | None:
+        """The last answered call's finish reason (``stop``, ``length``, ``tool_calls``)."""
+        answered = [c for c in self.calls if c.status == "ok"]
+        return answered[-1].finish_reason if answered else None
+
+    def tokens(self) -> TokenSequence:
+        """The rollout's token sequence (``harnessctl.pool.tokens``); ``NoTokenIds`` when the
+        calls carry none (ask with ``EndpointPolicy(..., tokens=True)``)."""
+        return stitch(self.calls)
+
+    def row(self) -> dict[str, Any]:
+        """Every per-row field a trainer may need, from this one rollout: identity, outcome,
+        reward, messages, usage, and (when the calls carry token ids) the stitched tokens."""
+        out: dict[str, Any] = {
+            "harness": self.harness,
+            "harness_hash": self.harness_hash,
+            "rollout_id": self.rollout_id,
+            "task_id": self.task_id,
+            "seed": self.seed,
+            "outcome": self.outcome,
+            "success": self.success,
+            "reward": self.reward,
+            "finish_reason": self.finish_reason,
+            "messages": self.messages,
+            "usage": self.usage,
+        }
+        try:
+            seq = self.tokens()
+        except NoTokenIds:
+            return out
+        out.update(
+            append_only=seq.append_only,
+            token_reason=seq.reason,
+            prompt_ids=seq.prompt_ids,
+            response_ids=seq.response_ids,
+            response_mask=seq.response_mask,
+            logprobs=seq.logprobs,
+            num_turns=seq.num_turns,
+        )
+        return out
 
 
 def task_from_record(record: dict, task_id: str | None = None, *, env: str) -> Task:
@@ -95,9 +178,13 @@ class PoolHarness:
     def rollout(
         self, task: Task | dict, policy: EndpointPolicy | Policy, *, seed: int = 0
     ) -> RolloutOutput:
+        """One rollout of ``task`` under this harness. An endpoint policy sends ``seed``
+        upstream (see :class:`EndpointPolicy`). A refused configuration raises ``ConfigError``
+        and any other infrastructure failure :class:`RolloutInfraError`: neither is a
+        failed task."""
         if isinstance(task, dict):
             task = task_from_record(task, env=self.spec.manifest.env)
-        real = policy.to_policy() if isinstance(policy, EndpointPolicy) else policy
+        real = policy.to_policy(seed) if isinstance(policy, EndpointPolicy) else policy
         check_environment(self.spec, task.env)
         from ..rollout import check_run_config
 
@@ -119,7 +206,7 @@ class PoolHarness:
             }
             for c in calls
         ]
-        return RolloutOutput(
+        out = RolloutOutput(
             harness=self.name,
             harness_hash=self.spec.hash,
             task_id=task.id,
@@ -130,7 +217,16 @@ class PoolHarness:
             usage=usage,
             error=rec.error,
             trajectory=rec.trajectory,
+            rollout_id=rec.rollout_id,
+            calls=list(calls),
         )
+        if out.outcome == "infra_error":
+            raise RolloutInfraError(
+                f"rollout of {task.id} under {self.name} (seed {seed}) failed outside the "
+                f"harness: {rec.error}",
+                out,
+            )
+        return out
 
 
 class Pool:

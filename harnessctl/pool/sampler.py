@@ -4,12 +4,38 @@ If and only if every attempt of the group under the base harness failed, route t
 the Top-k siblings, generate fresh rollouts with the same policy under them (round-robin,
 seeds ``seed``, ``seed + 1``, ...), and return the replacement group only when at least one
 of them succeeded: an all-fail replacement carries no learning signal. Otherwise the
-original group comes back unchanged. Deterministic given the seeds.
+original group comes back unchanged. Deterministic given the seeds (each slot's harness and
+seed are fixed before anything runs, so concurrency changes only the wall clock).
+
+The policy is one policy for every fresh rollout, or a function of the :class:`RescueSlot`
+(a per-rollout session endpoint, as rLLM's and OpenRLHF's token-capturing proxies give
+one). Fresh rollouts run on up to ``max_workers`` threads (rollout sessions are
+thread-safe); :func:`arescue_group` is the asyncio form, for trainers whose generation loop
+is a coroutine.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RescueSlot:
+    """One fresh rollout of a rescue: the group (``uid``), the row of the group it would
+    replace, the sibling it runs under and its seed."""
+
+    uid: Any
+    row: int
+    harness: str
+    seed: int
+
+
+#: A policy (``Policy`` or ``EndpointPolicy``) or a function of the slot giving one.
+PolicySource = Any
 
 
 @dataclass
@@ -33,26 +59,114 @@ def _success(result) -> bool:
     return bool(result)
 
 
-def rescue_group(pool, task, group: list, policy, *, k: int = 2, seed: int = 0) -> RescueResult:
-    """Apply the rule to ``group`` (the base harness's results for ``task``)."""
-    if not group:
-        return RescueResult(False, group, "empty group")
-    if any(_success(r) for r in group):
-        return RescueResult(False, group, "group has a success: kept")
-    failures = [
-        getattr(r, "outcome", None)
-        or (r.get("outcome") if isinstance(r, dict) else None)
+def _outcome(result) -> str:
+    return (
+        getattr(result, "outcome", None)
+        or (result.get("outcome") if isinstance(result, dict) else None)
         or "wrong_answer"
-        for r in group
-    ]
-    routed = pool.route(task, failures, k=k)
+    )
+
+
+def plan_group(
+    pool, task, group: Sequence, *, k: int = 2, seed: int = 0, uid: Any = None
+) -> RescueResult | list[RescueSlot]:
+    """The fresh rollouts the rule asks for (one slot per row of ``group``), or the result
+    when it asks for none (a success in the group, no sibling to route to)."""
+    if not group:
+        return RescueResult(False, list(group), "empty group")
+    if any(_success(r) for r in group):
+        return RescueResult(False, list(group), "group has a success: kept")
+    routed = pool.route(task, [_outcome(r) for r in group], k=k)
     if not routed:
-        return RescueResult(False, group, "no sibling to route to")
-    fresh = [
-        pool.harness(routed[i % len(routed)]).rollout(task, policy, seed=seed + i)
-        for i in range(len(group))
-    ]
-    if any(r.success for r in fresh):
-        wins = sum(1 for r in fresh if r.success)
+        return RescueResult(False, list(group), "no sibling to route to")
+    return [RescueSlot(uid, i, routed[i % len(routed)], seed + i) for i in range(len(group))]
+
+
+def decide(group: Sequence, slots: list[RescueSlot], fresh: list) -> RescueResult:
+    """The rule's verdict once the slots' rollouts are in."""
+    routed = list(dict.fromkeys(s.harness for s in slots))
+    wins = sum(1 for r in fresh if r.success)
+    if wins:
         return RescueResult(True, fresh, f"rescued: {wins}/{len(fresh)} succeeded", routed, fresh)
-    return RescueResult(False, group, "replacement also all-fail: kept", routed, fresh)
+    return RescueResult(False, list(group), "replacement also all-fail: kept", routed, fresh)
+
+
+def policy_of(policy: PolicySource, slot: RescueSlot):
+    return policy(slot) if callable(policy) else policy
+
+
+def run_slots(pool, tasks: list, slots: list[RescueSlot], policy, max_workers: int = 1) -> list:
+    """Each slot's rollout (``tasks[i]`` for ``slots[i]``), in slot order, on up to
+    ``max_workers`` threads. The first failure (an infrastructure error) is raised once
+    every started rollout has finished."""
+
+    def one(i: int):
+        slot = slots[i]
+        return pool.harness(slot.harness).rollout(
+            tasks[i], policy_of(policy, slot), seed=slot.seed
+        )
+
+    if max_workers <= 1 or len(slots) <= 1:
+        return [one(i) for i in range(len(slots))]
+    with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rescue") as ex:
+        futures = [ex.submit(one, i) for i in range(len(slots))]
+        return [f.result() for f in futures]
+
+
+async def arun_slots(
+    pool, tasks: list, slots: list[RescueSlot], policy, limit: asyncio.Semaphore
+) -> list:
+    """:func:`run_slots` as a coroutine: each rollout on a worker thread, at most
+    ``limit``'s value at a time."""
+
+    async def one(i: int):
+        slot = slots[i]
+        async with limit:
+            return await asyncio.to_thread(
+                pool.harness(slot.harness).rollout,
+                tasks[i],
+                policy_of(policy, slot),
+                seed=slot.seed,
+            )
+
+    return list(await asyncio.gather(*(one(i) for i in range(len(slots)))))
+
+
+def rescue_group(
+    pool,
+    task,
+    group: list,
+    policy: PolicySource,
+    *,
+    k: int = 2,
+    seed: int = 0,
+    max_workers: int = 1,
+    uid: Any = None,
+) -> RescueResult:
+    """Apply the rule to ``group`` (the base harness's results for ``task``)."""
+    plan = plan_group(pool, task, group, k=k, seed=seed, uid=uid)
+    if isinstance(plan, RescueResult):
+        return plan
+    fresh = run_slots(pool, [task] * len(plan), plan, policy, max_workers)
+    return decide(group, plan, fresh)
+
+
+async def arescue_group(
+    pool,
+    task,
+    group: list,
+    policy: PolicySource,
+    *,
+    k: int = 2,
+    seed: int = 0,
+    max_concurrency: int = 4,
+    uid: Any = None,
+) -> RescueResult:
+    """:func:`rescue_group` as a coroutine; at most ``max_concurrency`` rollouts at a time."""
+    plan = await asyncio.to_thread(plan_group, pool, task, group, k=k, seed=seed, uid=uid)
+    if isinstance(plan, RescueResult):
+        return plan
+    limit = asyncio.Semaphore(max(1, max_concurrency))
+    fresh = await arun_slots(pool, [task] * len(plan), plan, policy, limit)
+    return decide(group, plan, fresh)
+

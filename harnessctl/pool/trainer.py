@@ -5,12 +5,13 @@ so verl, SkyRL, rLLM or OpenRLHF adapters stay a few lines (see examples/trainer
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sampler import rescue_group
+from .sampler import RescueResult, arun_slots, decide, plan_group, run_slots
 
 
 def _get(item: Any, key: str) -> Any:
@@ -58,6 +59,64 @@ class BatchRescue:
     rescued_uids: list = field(default_factory=list)
     tried_uids: list = field(default_factory=list)
     extra_rollouts: int = 0
+    #: The rule's result per tried group (its fresh rollouts, kept or not, are in it).
+    results: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Batch:
+    """The rule applied to a batch, before any fresh rollout runs."""
+
+    groups: OrderedDict
+    decided: dict  # uid -> RescueResult that needed no rollout
+    planned: dict  # uid -> its slots
+    tasks: dict  # uid -> its task
+
+
+def _plan(pool, samples, task_of, uid_key, reward_key, k, seed) -> _Batch:
+    groups = group_by_uid(samples, uid_key)
+    batch = _Batch(groups, {}, {}, {})
+    for n, uid in enumerate(all_fail_uids(samples, uid_key=uid_key, reward_key=reward_key)):
+        idx = groups[uid]
+        task = task_of(samples[idx[0]])
+        outcome = [{"success": False, "outcome": _maybe(samples[i], "outcome")} for i in idx]
+        plan = plan_group(pool, task, outcome, k=k, seed=seed + 1000 * n, uid=uid)
+        batch.tasks[uid] = task
+        if isinstance(plan, RescueResult):
+            batch.decided[uid] = plan
+        else:
+            batch.planned[uid] = plan
+    return batch
+
+
+def _flat(batch: _Batch) -> tuple[list, list]:
+    slots = [s for plan in batch.planned.values() for s in plan]
+    return [batch.tasks[s.uid] for s in slots], slots
+
+
+def _finish(samples, batch: _Batch, fresh: list, convert, uid_key) -> BatchRescue:
+    results = dict(batch.decided)
+    at = 0
+    for uid, plan in batch.planned.items():
+        outs, at = fresh[at : at + len(plan)], at + len(plan)
+        results[uid] = decide([samples[i] for i in batch.groups[uid]], plan, outs)
+    result = BatchRescue(samples=list(samples))
+    replacements: dict[Any, list[Any]] = {}
+    for uid in batch.groups:
+        if uid not in results:
+            continue
+        rescue = results[uid]
+        result.tried_uids.append(uid)
+        result.results[uid] = rescue
+        result.extra_rollouts += rescue.extra_rollouts
+        if rescue.replaced:
+            idx = batch.groups[uid]
+            replacements[uid] = [
+                convert(out, samples[i]) for out, i in zip(rescue.group, idx, strict=True)
+            ]
+            result.rescued_uids.append(uid)
+    result.samples = splice(samples, replacements, uid_key=uid_key)
+    return result
 
 
 def rescue_batch(
@@ -71,28 +130,44 @@ def rescue_batch(
     reward_key: str = "reward",
     k: int = 2,
     seed: int = 0,
+    max_workers: int = 1,
 ) -> BatchRescue:
     """Rescue every all-fail group of ``samples``.
 
     ``task_of(sample)`` gives the task (a harnessctl Task or a raw record); ``convert(output,
-    original_sample)`` turns a pool RolloutOutput into the trainer's sample type."""
-    groups = group_by_uid(samples, uid_key)
-    replacements: dict[Any, list[Any]] = {}
-    result = BatchRescue(samples=list(samples))
-    for n, uid in enumerate(all_fail_uids(samples, uid_key=uid_key, reward_key=reward_key)):
-        idx = groups[uid]
-        first = samples[idx[0]]
-        outcome = [{"success": False, "outcome": _maybe(samples[i], "outcome")} for i in idx]
-        rescue = rescue_group(pool, task_of(first), outcome, policy, k=k, seed=seed + 1000 * n)
-        result.tried_uids.append(uid)
-        result.extra_rollouts += rescue.extra_rollouts
-        if rescue.replaced:
-            replacements[uid] = [
-                convert(out, samples[i]) for out, i in zip(rescue.group, idx, strict=True)
-            ]
-            result.rescued_uids.append(uid)
-    result.samples = splice(samples, replacements, uid_key=uid_key)
-    return result
+    original_sample)`` turns a pool RolloutOutput into the trainer's sample type: every
+    per-row field (tokens, masks, logprobs, reward) must come from ``output``, the one
+    sibling rollout that replaces the row (``output.row()`` has them all). ``policy`` is a
+    policy or a function of the :class:`RescueSlot` (per-rollout sessions). The fresh
+    rollouts of every group run on up to ``max_workers`` threads together; group ``n`` uses
+    seeds from ``seed + 1000 * n``, so the result does not depend on ``max_workers``."""
+    batch = _plan(pool, samples, task_of, uid_key, reward_key, k, seed)
+    tasks, slots = _flat(batch)
+    fresh = run_slots(pool, tasks, slots, policy, max_workers)
+    return _finish(samples, batch, fresh, convert, uid_key)
+
+
+async def arescue_batch(
+    pool,
+    samples: Sequence[Any],
+    policy,
+    *,
+    task_of: Callable[[Any], Any],
+    convert: Callable[[Any, Any], Any],
+    uid_key: str = "uid",
+    reward_key: str = "reward",
+    k: int = 2,
+    seed: int = 0,
+    max_concurrency: int = 4,
+) -> BatchRescue:
+    """:func:`rescue_batch` as a coroutine (for a trainer's async generation loop): at most
+    ``max_concurrency`` fresh rollouts at a time, each on a worker thread, so the event loop
+    (and the inference server it drives) keeps serving meanwhile."""
+    batch = await asyncio.to_thread(_plan, pool, samples, task_of, uid_key, reward_key, k, seed)
+    tasks, slots = _flat(batch)
+    limit = asyncio.Semaphore(max(1, max_concurrency))
+    fresh = await arun_slots(pool, tasks, slots, policy, limit)
+    return _finish(samples, batch, fresh, convert, uid_key)
 
 
 def _maybe(item: Any, key: str) -> Any:
