@@ -25,9 +25,11 @@ class ExportEditsResult(_Model):
     version: int = 1
     out: str
     counts: dict[str, int]
-    """``sft/train``, ``sft/test``, ``grpo/train``, ``grpo/test`` -> records written."""
+    """``sft/train``, ``sft/test``, ``sft_prompt_completion/train``,
+    ``sft_prompt_completion/test``, ``grpo/train``, ``grpo/test`` -> records written."""
     empty: list[str] = Field(default_factory=list)
-    """Files written without a record (each is warned about on stderr)."""
+    """Files not written because no record fell on that side (``manifest.json`` says why;
+    each is warned about on stderr)."""
 
 
 class ExportPoolResult(_Model):

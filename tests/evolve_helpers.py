@@ -33,3 +33,33 @@ def committed_workspace_eval(
         limits=Limits(timeout_s=timeout_s),
     )
     return ws, base, evaluation
+
+
+def example_workspace(path: Path) -> Path:
+    """A workspace at ``path`` holding the base harness and the example suite (what the
+    ``workspace`` fixture makes), for fixtures broader than one test."""
+    import shutil
+
+    root = Path(__file__).resolve().parent.parent
+    (path / "harnesses").mkdir(parents=True)
+    shutil.copytree(root / "harnesses" / "dbbench-base", path / "harnesses" / "dbbench-base")
+    shutil.copytree(root / "examples" / "dbbench", path / "examples" / "dbbench")
+    (path / "harnessctl.yaml").write_text("suite: examples/dbbench\nworkers: 2\n")
+    return path
+
+
+def isolate(mp, home: Path) -> None:
+    """What the autouse ``isolated_env`` fixture sets, on a ``pytest.MonkeyPatch`` of a
+    fixture broader than one test."""
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("HARNESSCTL_") or key.endswith("_API_KEY"):
+            mp.delenv(key)
+    mp.setenv("HOME", str(home))
+    mp.setenv("NO_COLOR", "1")
+    mp.setenv("COLUMNS", "120")
+    mp.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    for var in ("GIT_AUTHOR", "GIT_COMMITTER"):
+        mp.setenv(f"{var}_NAME", "Test")
+        mp.setenv(f"{var}_EMAIL", "test@example.invalid")

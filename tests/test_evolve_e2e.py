@@ -149,9 +149,14 @@ def test_export_edits_is_a_valid_task_disjoint_dataset(reference, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     records = {}
+    manifest = json.loads((out / "manifest.json").read_text())
     for kind, model in (("sft", SFTRecord), ("grpo", GRPORecord)):
         for side in ("train", "test"):
-            lines = (out / kind / f"{side}.jsonl").read_text().splitlines()
+            path = out / kind / f"{side}.jsonl"
+            if not path.is_file():  # never an empty file: the manifest says why
+                assert f"{kind}/{side}" in manifest["not_written"], manifest
+            lines = path.read_text().splitlines() if path.is_file() else []
+            assert lines or not path.is_file()
             records[kind, side] = [model.model_validate_json(line) for line in lines]
     assert records["grpo", "train"] and records["grpo", "test"]
     assert records["sft", "train"] or records["sft", "test"]
@@ -165,10 +170,11 @@ def test_export_edits_is_a_valid_task_disjoint_dataset(reference, tmp_path):
         assert {t for t, _ in r.reward.batch} <= set(r.metadata.tasks)
         assert "### task" in r.prompt[1].content and r.reference_response
     sft = (records["sft", "train"] + records["sft", "test"])[0]
-    assert [m.role for m in sft.messages] == ["system", "user", "assistant"]
-    assert "<<<<<<< SEARCH" in sft.messages[2].content
+    assert [m.role for m in sft.messages[:2]] == ["system", "user"]
+    assert sft.messages[-1].role == "assistant"  # a retried edit has the rejected turns between
+    assert "<<<<<<< SEARCH" in sft.messages[-1].content
     schema = json.loads((out / "schema.json").read_text())
-    assert set(schema) == {"sft", "grpo"}
+    assert set(schema) == {"sft", "sft_prompt_completion", "grpo"}
 
 
 def test_evolve_on_the_function_calling_base_accepts_its_repairs(tmp_path):

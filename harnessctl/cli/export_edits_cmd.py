@@ -21,31 +21,49 @@ def export_edits_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Export edit records as harness-engineer training data: SFT chat JSONL and GRPO prompt
-    records with their reward recipe, split by task (no task or failure batch on both
-    sides), with schema.json and manifest.json."""
+    """Export edit records as harness-engineer training data: SFT chat JSONL (also as
+    prompt/completion) and self-contained GRPO prompt records with their reward recipe
+    (rejected attempts and retry turns included), split by task (no task or failure batch on
+    both sides), with schema.json, manifest.json and a dataset card. A split with no record
+    is not written; the manifest and a warning say why."""
     from ..evolve.dataset import export_edits
     from ..results import ExportEditsResult
     from ..workspace import load_workspace
     from .render import console, err_console, escape, print_result
 
-    edits = load_workspace().open_store(store).edits(evolve_id=evolve_id)
-    counts = export_edits(edits, out, test_fraction=test_fraction, seed=seed, min_reward=min_reward)
-    empty = [name for name, n in counts.items() if n == 0]
-    for name in empty:
+    ws = load_workspace()
+    db = ws.open_store(store)
+    try:
+        edits = db.edits(evolve_id=evolve_id)
+        export = export_edits(
+            edits,
+            out,
+            test_fraction=test_fraction,
+            seed=seed,
+            min_reward=min_reward,
+            store=db,
+            workspace=ws,
+        )
+    finally:
+        db.close()
+    for name, why in export.not_written.items():
         err_console().print(
-            f"[bold yellow]warning:[/] {escape(f'{out / name}.jsonl')} has no record: "
-            + (
-                "no edit's tasks fell on this side of the task split (raise --test-fraction "
-                "or export more edits)"
-                if name.endswith("/test")
-                else "no edit qualified (an SFT record needs an accepted edit with at "
-                "least --min-reward)"
-            ),
+            f"[bold yellow]warning:[/] {escape(f'{out / name}.jsonl')} has no record, so it "
+            f"was not written: {escape(why)}",
             soft_wrap=True,
         )
+    for reason, n in export.skipped.items():
+        err_console().print(f"[bold yellow]warning:[/] {n} edit(s) left out: {escape(reason)}")
+    if export.without_parent_tree:
+        err_console().print(
+            f"[bold yellow]warning:[/] {export.without_parent_tree} GRPO record(s) lack their "
+            "parent harness's files (not in this workspace): scoring them needs a workspace "
+            "that holds it"
+        )
     if as_json:
-        print_result(ExportEditsResult(out=str(out), counts=counts, empty=empty))
+        empty = list(export.not_written)
+        print_result(ExportEditsResult(out=str(out), counts=export.counts, empty=empty))
         return
-    for name, n in counts.items():
-        console().print(escape(f"{out / name}.jsonl: {n} records"))
+    for name, n in export.counts.items():
+        what = f"{n} records" if n else "not written (no record)"
+        console().print(escape(f"{out / name}.jsonl: {what}"), soft_wrap=True)

@@ -1,40 +1,63 @@
 """Edit records as harness-engineer training data (``harnessctl export-edits``).
 
-Two record kinds, both JSON lines, both described by the pydantic models below (their JSON
-Schema is written next to the data as ``schema.json``):
+Three record kinds, JSON lines, each described by a pydantic model below (their JSON Schema
+is written next to the data as ``schema.json``):
 
-- SFT (``sft/{train,test}.jsonl``): chat ``messages`` (system = the editor's instructions,
-  user = the direction brief, the harness files in scope and the failure digests,
-  assistant = the validated patch) for edits whose realised same-batch reward is at least
-  ``min_reward`` and that were accepted.
-- GRPO prompts (``grpo/{train,test}.jsonl``): the same prompt for EVERY edit context, with
-  the reward recipe and the realised reference response and reward. The recipe executes:
-  ``harnessctl.evolve.reward.reward_for_record(record, completion, workspace=...)`` builds
-  the completion's child of the recorded parent, re-runs it on the recipe's batch and
-  control (task, seed) pairs with the recorded policy and limits, and returns the verdict
-  (reward = (rescues - regressions) / (batch + control); an invalid patch earns
-  ``invalid_reward``). On the reference response it reproduces ``reference_reward`` when
-  the recipe kept every pair of the judgement (``dropped_pairs`` is 0).
+- ``sft/{train,test}.jsonl``: chat ``messages``, the conversation the editor had, ending in
+  an accepted patch whose judged reward is at least ``min_reward``: system = the editor's
+  instructions, user = the direction brief, the harness files in scope and the failure
+  digests; then, when the patch came after rejected ones, each rejected patch (assistant)
+  and the rejection fed back (user); last the accepted patch. Every message has a
+  ``weight``: 1 on the accepted patch only, so a trainer that honours it (or uses the
+  prompt/completion files) never learns a rejected patch.
+- ``sft_prompt_completion/{train,test}.jsonl``: the same examples in TRL's conversational
+  prompt-completion form (``prompt`` = every message before the accepted patch,
+  ``completion`` = it), so the loss is on the accepted patch alone.
+- ``grpo/{train,test}.jsonl``: one RL prompt per editor attempt, rejected ones included
+  (an attempt after a rejection has the earlier turns in its prompt), with the reward
+  recipe, the realised reference response and its reward. The recipe is self-contained
+  (the parent harness's files, the direction's full spec, the policy's model and
+  parameters without credentials, the (task, seed) pairs) and executes:
+  :func:`harnessctl.evolve.engineer.score_patch` or
+  :func:`harnessctl.evolve.reward.reward_for_record` rebuild the parent, build the
+  completion's child and re-run it on the recipe's pairs. ``reference_reward`` is what the
+  recipe gives the reference response (computed from the judgement's per-pair outcomes on
+  the pairs the record keeps, so nothing re-runs; for a rejected attempt the recipe's
+  ``invalid_reward``); ``metadata.judged_reward`` is the reward the evolve judgement stored,
+  over all its pairs.
 
 Split by task, so no task and no failure batch is on both sides: every task goes to test
 with probability ``test_fraction`` (sha256 of seed and task id); an edit goes to the side
 holding most of its batch's tasks (ties: train) and keeps only the digests, batch pairs and
-control pairs of that side's tasks.
+control pairs of that side's tasks. A file that would hold no record is not written (the
+``datasets`` library refuses an empty JSON file): ``manifest.json`` lists it under
+``not_written`` with the reason, and the dataset card (``README.md``) lists only the files
+written, so ``datasets.load_dataset(out, "grpo")`` loads the splits there are.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
+from ..errors import HarnessctlError
+from ..gateway.protocol import REDACTED, is_secret, redact
 from .directions import Direction
-from .editors import SYSTEM, render_parts
-from .reward import RewardRecipe
+from .editors import SYSTEM, render_parts, retry_turn
+from .reward import HarnessTree, RewardRecipe, find_harness, judge, recipe_verdict
 
-SCHEMA_VERSION = 2  # 2: the reward recipe names its function and holds every input
+SCHEMA_VERSION = 3
+# 2: the reward recipe names its function and holds every input
+# 3: rejected attempts and retry turns; self-contained recipes (parent tree, pairs as
+#    objects, no credentials); reference_reward from the record's own recipe (the stored one
+#    is metadata.judged_reward); SFT also as prompt/completion; no empty file
+KINDS = ("sft", "sft_prompt_completion", "grpo")
+SIDES = ("train", "test")
 
 
 class Message(BaseModel):
@@ -43,18 +66,43 @@ class Message(BaseModel):
     content: str
 
 
+class Turn(Message):
+    """A message of an SFT conversation."""
+
+    weight: int
+    """1: the accepted patch, the one message to learn; 0: everything else (the prompt, a
+    rejected patch, the rejection fed back)."""
+
+
 class EditMeta(BaseModel):
     model_config = ConfigDict(extra="forbid")
     edit_id: str
     evolve_id: str
     parent_hash: str
+    parent_name: str
     child_hash: str | None
     direction: str
     editor: str
+    round: int
+    attempt: int
+    """0 for the first proposal of a round; n after n rejected ones (``retry_turns``)."""
+    status: str
+    """``rejected`` (the patch failed validation: ``reason``, ``detail``), ``evaluated``
+    (judged, not accepted) or ``accepted``."""
     accepted: bool
-    reward: float
-    rescues: int
-    regressions: int
+    reason: str | None
+    """The rejection's code (``no_blocks``, ``does_not_apply``, ``smoke_failed``...) or the
+    judgement's verdict in words."""
+    detail: str | None
+    retry_turns: int
+    """Rejected attempts of the same round shown in the prompt before this one."""
+    judged_reward: float
+    """The reward the evolve judgement stored, over all its pairs (``judged_pairs``, both
+    sides of the split); ``reference_reward`` is over the record's own pairs."""
+    judged_rescues: int
+    judged_regressions: int
+    judged_pairs: int | None
+    """None in records of schema 2."""
     p_value: float | None
     suite: str
     source_split: str
@@ -62,13 +110,46 @@ class EditMeta(BaseModel):
     dataset_split: str
     tasks: list[str]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_schema_2(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "judged_reward" in data or "reward" not in data:
+            return data
+        old = dict(data)
+        for name in ("reward", "rescues", "regressions"):
+            old[f"judged_{name}"] = old.pop(name)
+        defaults = {"parent_name": "", "round": 0, "attempt": 0, "reason": None, "detail": None}
+        defaults |= {"retry_turns": 0, "judged_pairs": None}
+        defaults["status"] = "accepted" if old.get("accepted") else "evaluated"
+        return defaults | old
+
 
 class SFTRecord(BaseModel):
-    """One supervised example: prompt messages and the accepted patch."""
+    """One supervised example: the editor's conversation, ending in the accepted patch."""
 
     model_config = ConfigDict(extra="forbid")
     schema_version: int = SCHEMA_VERSION
-    messages: list[Message]
+    messages: list[Turn]
+    metadata: EditMeta
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_schema_2(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) < 3:
+            messages = [dict(m) for m in data.get("messages", [])]  # one turn, no weights
+            for i, message in enumerate(messages):
+                message.setdefault("weight", int(i == len(messages) - 1))
+            data = {**data, "messages": messages}
+        return data
+
+
+class SFTPromptCompletionRecord(BaseModel):
+    """The same example in TRL's conversational prompt-completion form."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    prompt: list[Message]
+    completion: list[Message]
     metadata: EditMeta
 
 
@@ -81,7 +162,30 @@ class GRPORecord(BaseModel):
     reward: RewardRecipe
     reference_response: str
     reference_reward: float
+    """What ``reward`` gives ``reference_response`` (its own pairs, its own formula)."""
     metadata: EditMeta
+
+
+class EditExport(BaseModel):
+    """What an export wrote (``manifest.json``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    test_fraction: float
+    seed: int
+    min_reward: float
+    counts: dict[str, int]
+    """``<kind>/<side>`` -> records, for every kind and side (0: not written)."""
+    files: dict[str, str]
+    """``<kind>/<side>`` -> its file, relative to the export directory: the files written."""
+    not_written: dict[str, str]
+    """``<kind>/<side>`` -> why it has no record (no file is written for it)."""
+    skipped: dict[str, int]
+    """Edits left out, by reason: ``no_context`` (recorded before edits kept their prompt),
+    ``reference_reward_unknown`` (the per-pair outcomes the record's reward needs are not in
+    the store)."""
+    without_parent_tree: int = 0
+    """GRPO records whose parent harness was not found (they need a workspace to score)."""
 
 
 def task_side(task_id: str, seed: int, test_fraction: float) -> str:
@@ -89,8 +193,8 @@ def task_side(task_id: str, seed: int, test_fraction: float) -> str:
     return "test" if h < test_fraction else "train"
 
 
-def recipe_of(edit, metrics: dict, keep: set[str]) -> RewardRecipe:
-    """The edit's reward recipe restricted to the pairs of the tasks in ``keep``."""
+def full_recipe(edit: Any, metrics: dict) -> RewardRecipe:
+    """The recipe of the edit's whole judgement (records of schema 1 had none: rebuilt)."""
     recorded = metrics.get("reward") or {
         "parent_hash": edit.parent_hash,
         "suite": metrics["suite"],
@@ -101,23 +205,107 @@ def recipe_of(edit, metrics: dict, keep: set[str]) -> RewardRecipe:
         "accept_rule": metrics.get("rule", {}),
     }
     recipe = RewardRecipe.model_validate(recorded)
-    batch = [(t, s) for t, s in recipe.batch if t in keep]
-    control = [(t, s) for t, s in recipe.control if t in keep]
-    dropped = len(recipe.batch) + len(recipe.control) - len(batch) - len(control)
+    params = recipe.policy_params
+    return recipe.model_copy(
+        update={
+            "parent_name": recipe.parent_name or edit.parent_name,
+            "direction": recipe.direction or metrics.get("direction"),
+            "policy_params": None if params is None else public_params(params),
+        }
+    )
+
+
+def public_params(params: dict) -> dict:
+    """Policy parameters as an export holds them: credentials dropped, not just masked."""
+    return {k: v for k, v in redact(params).items() if not is_secret(k, v) and v != REDACTED}
+
+
+def kept_recipe(recipe: RewardRecipe, keep: set[str]) -> RewardRecipe:
+    """``recipe`` restricted to the pairs of the tasks in ``keep``."""
+    batch = [p for p in recipe.batch if p[0] in keep]
+    control = [p for p in recipe.control if p[0] in keep]
+    dropped = recipe.dropped_pairs + len(recipe.batch) + len(recipe.control)
+    dropped -= len(batch) + len(control)
     return recipe.model_copy(update={"batch": batch, "control": control, "dropped_pairs": dropped})
 
 
+def reference_reward(
+    edit: Any, metrics: dict, full: RewardRecipe, kept: RewardRecipe, store: Any = None
+) -> float | None:
+    """What ``kept`` gives the edit's own patch, from the judgement's outcomes (None: they
+    cannot be told apart from what was recorded)."""
+    if edit.status == "rejected":
+        return kept.invalid_reward
+    if metrics.get("pairs"):  # per-pair results, where the engine recorded them
+        success = {(p["task_id"], int(p["seed"])): bool(p["success"]) for p in metrics["pairs"]}
+        return recipe_verdict(kept, success).reward
+    rescues: int | None = None
+    if "rescued" in metrics:
+        rescued = {(t, int(s)) for t, s in metrics["rescued"]}
+        rescues = sum(1 for p in kept.batch if p in rescued)
+    elif len(kept.batch) == len(full.batch) or edit.rescues == 0:
+        rescues = edit.rescues
+    regressions: int | None = None
+    if len(kept.control) == len(full.control) or edit.regressions == 0:
+        regressions = edit.regressions
+    if rescues is not None and regressions is not None:
+        return judge(rescues, regressions, len(kept.batch), len(kept.control)).reward
+    stored = stored_outcomes(edit, full, store)
+    return None if stored is None else recipe_verdict(kept, stored).reward
+
+
+def stored_outcomes(edit: Any, full: RewardRecipe, store: Any) -> dict | None:
+    """The child's success per pair of the judgement, from its rollouts in ``store``: None
+    when there is no store, a pair has rollouts that disagree (several runtime versions), or
+    the outcomes do not give the judgement's counts back."""
+    if store is None or not edit.child_hash:
+        return None
+    pairs = set(full.batch) | set(full.control)
+    seen: dict[tuple, set[bool]] = defaultdict(set)
+    for row in store.rollouts(harness_hash=edit.child_hash, policy_id=full.policy_id):
+        if (row.task_id, row.seed) in pairs:
+            seen[row.task_id, row.seed].add(bool(row.success))
+    if any(len(values) > 1 for values in seen.values()):
+        return None
+    success = {pair: values.pop() for pair, values in seen.items()}
+    verdict = recipe_verdict(full, success)
+    if (verdict.rescues, verdict.regressions) != (edit.rescues, edit.regressions):
+        return None
+    return success
+
+
 def export_edits(
-    edits: list, out: Path, *, test_fraction: float = 0.2, seed: int = 0, min_reward: float = 1e-9
-) -> dict:
-    """Write the dataset; returns counts per file."""
-    rows: dict[str, list[str]] = {
-        f"{k}/{s}": [] for k in ("sft", "grpo") for s in ("train", "test")
-    }
+    edits: list,
+    out: Path,
+    *,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    min_reward: float = 1e-9,
+    store: Any = None,
+    workspace: Any = None,
+) -> EditExport:
+    """Write the dataset to ``out``; returns what was written (also ``manifest.json``).
+
+    ``store`` (where the edits came from) gives per-pair outcomes when a record's reward
+    needs them; ``workspace`` (a ``Workspace`` or its directory) gives each parent harness's
+    files (without one, or when the parent is gone, a record holds its parent's hash only
+    and is counted in ``without_parent_tree``)."""
+    if workspace is not None and not hasattr(workspace, "harness_dirs"):
+        from ..workspace import load_workspace
+
+        workspace = load_workspace(Path(workspace))
+    rows: dict[str, list[str]] = {f"{k}/{s}": [] for k in KINDS for s in SIDES}
+    rounds: dict[tuple, list] = defaultdict(list)
+    for edit in edits:
+        rounds[edit.evolve_id, edit.parent_hash, edit.direction, edit.round].append(edit)
+    trees: dict[str, HarnessTree | None] = {}
+    skipped: Counter[str] = Counter()
+    without_tree = 0
     for edit in edits:
         metrics = json.loads(edit.metrics_json or "{}")
-        if "digests" not in metrics or edit.status == "rejected":
-            continue  # nothing realised to learn from (rejected patches stay in the store)
+        if "digests" not in metrics:
+            skipped["no_context"] += 1  # recorded before edits kept what the editor saw
+            continue
         tasks = [t for t, _ in metrics["batch"]]
         sides = [task_side(t, seed, test_fraction) for t in tasks]
         side = "test" if sides.count("test") > sides.count("train") else "train"
@@ -126,61 +314,157 @@ def export_edits(
             for t in set(tasks) | {t for t, _ in metrics["control"]}
             if task_side(t, seed, test_fraction) == side
         }
-        digests = [d["text"] for d in metrics["digests"] if d["task_id"] in keep]
-        if not digests:
+        full = full_recipe(edit, metrics)
+        kept = kept_recipe(full, keep)
+        reference = reference_reward(edit, metrics, full, kept, store)
+        if reference is None:
+            skipped["reference_reward_unknown"] += 1
             continue
+        if edit.parent_hash not in trees:
+            trees[edit.parent_hash] = _tree(workspace, edit.parent_hash, edit.parent_name)
+        kept = kept.model_copy(update={"parent_tree": trees[edit.parent_hash]})
+        without_tree += kept.parent_tree is None
+        digests = [d["text"] for d in metrics["digests"] if d["task_id"] in keep]
         direction = Direction.model_validate(metrics["direction"])
         prompt = [
             Message(role="system", content=SYSTEM),
             Message(role="user", content=render_parts(direction, metrics["files"], digests)),
         ]
-        meta = EditMeta(
-            edit_id=edit.id,
-            evolve_id=edit.evolve_id,
-            parent_hash=edit.parent_hash,
-            child_hash=edit.child_hash,
-            direction=edit.direction,
-            editor=edit.editor,
-            accepted=edit.accepted,
-            reward=edit.reward,
-            rescues=edit.rescues,
-            regressions=edit.regressions,
-            p_value=edit.p_value,
-            suite=metrics["suite"],
-            source_split=metrics["split"],
-            policy_id=metrics["policy_id"],
-            dataset_split=side,
-            tasks=sorted(keep),
+        earlier = sorted(
+            (
+                e
+                for e in rounds[edit.evolve_id, edit.parent_hash, edit.direction, edit.round]
+                if e.attempt < edit.attempt and e.status == "rejected"
+            ),
+            key=lambda e: e.attempt,
         )
+        for rejected in earlier:
+            prompt.append(Message(role="assistant", content=rejected.response))
+            prompt.append(Message(**retry_turn(f"{rejected.reason}: {rejected.detail}")))
+        meta = _meta(edit, metrics, full, side, keep, len(earlier))
         response = edit.patch or edit.response
         grpo = GRPORecord(
             prompt=prompt,
-            reward=recipe_of(edit, metrics, keep),
+            reward=kept,
             reference_response=response,
-            reference_reward=edit.reward,
+            reference_reward=reference,
             metadata=meta,
         )
         rows[f"grpo/{side}"].append(grpo.model_dump_json())
         if edit.accepted and edit.reward >= min_reward:
-            sft = SFTRecord(
-                messages=[*prompt, Message(role="assistant", content=response)], metadata=meta
-            )
+            answer = Message(role="assistant", content=response)
+            turns = [Turn(**m.model_dump(), weight=0) for m in prompt]
+            sft = SFTRecord(messages=[*turns, Turn(**answer.model_dump(), weight=1)], metadata=meta)
             rows[f"sft/{side}"].append(sft.model_dump_json())
+            pc = SFTPromptCompletionRecord(prompt=prompt, completion=[answer], metadata=meta)
+            rows[f"sft_prompt_completion/{side}"].append(pc.model_dump_json())
+    return _write(out, rows, test_fraction, seed, min_reward, dict(skipped), without_tree)
+
+
+def _tree(workspace: Any, parent_hash: str, name: str) -> HarnessTree | None:
+    if workspace is None:
+        return None
+    try:
+        return HarnessTree.of(find_harness(workspace, parent_hash, name))
+    except HarnessctlError:  # the parent is gone from the workspace: the record keeps its hash
+        return None
+
+
+def _meta(edit, metrics: dict, full: RewardRecipe, side: str, keep: set, retries: int):
+    return EditMeta(
+        edit_id=edit.id,
+        evolve_id=edit.evolve_id,
+        parent_hash=edit.parent_hash,
+        parent_name=edit.parent_name,
+        child_hash=edit.child_hash,
+        direction=edit.direction,
+        editor=edit.editor,
+        round=edit.round,
+        attempt=edit.attempt,
+        status=edit.status,
+        accepted=edit.accepted,
+        reason=edit.reason,
+        detail=edit.detail,
+        retry_turns=retries,
+        judged_reward=edit.reward,
+        judged_rescues=edit.rescues,
+        judged_regressions=edit.regressions,
+        judged_pairs=len(full.batch) + len(full.control),
+        p_value=edit.p_value,
+        suite=metrics["suite"],
+        source_split=metrics["split"],
+        policy_id=metrics["policy_id"],
+        dataset_split=side,
+        tasks=sorted(keep),
+    )
+
+
+def _why_empty(name: str, rows: dict[str, list[str]], test_fraction: float) -> str:
+    kind, side = name.split("/")
+    if not any(rows[f"grpo/{s}"] for s in SIDES):
+        return "no edit record with the editor's context to export"
+    if not rows[f"grpo/{side}"]:
+        if side == "test" and test_fraction == 0:
+            return "--test-fraction is 0: every task is on the train side"
+        other = "raise" if side == "test" else "lower"
+        return (
+            f"no edit's failure batch fell on the {side} side of the task split ({other} "
+            "--test-fraction, or export more edits)"
+        )
+    return f"no accepted edit on the {side} side has at least --min-reward"
+
+
+def _write(out: Path, rows, test_fraction, seed, min_reward, skipped, without_tree) -> EditExport:
     out.mkdir(parents=True, exist_ok=True)
-    counts = {}
+    files, not_written = {}, {}
     for name, lines in rows.items():
         path = out / f"{name}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        counts[name] = len(lines)
-    schema = {"sft": SFTRecord.model_json_schema(), "grpo": GRPORecord.model_json_schema()}
-    (out / "schema.json").write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n")
-    manifest = {
-        "schema_version": SCHEMA_VERSION,
-        "test_fraction": test_fraction,
-        "seed": seed,
-        "min_reward": min_reward,
-        "counts": counts,
+        if lines:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+            files[name] = f"{name}.jsonl"
+        else:
+            path.unlink(missing_ok=True)  # an earlier export's file is not this one's
+            not_written[name] = _why_empty(name, rows, test_fraction)
+    schema = {
+        "sft": SFTRecord.model_json_schema(),
+        "sft_prompt_completion": SFTPromptCompletionRecord.model_json_schema(),
+        "grpo": GRPORecord.model_json_schema(),
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    return counts
+    (out / "schema.json").write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n")
+    export = EditExport(
+        test_fraction=test_fraction,
+        seed=seed,
+        min_reward=min_reward,
+        counts={name: len(lines) for name, lines in rows.items()},
+        files=files,
+        not_written=not_written,
+        skipped=skipped,
+        without_parent_tree=without_tree,
+    )
+    (out / "manifest.json").write_text(export.model_dump_json(indent=2) + "\n")
+    (out / "README.md").write_text(_card(files), encoding="utf-8")
+    return export
+
+
+def _card(files: dict[str, str]) -> str:
+    """A dataset card whose ``configs`` name the files written, one config per kind."""
+    lines = ["---", "configs:"]
+    for kind in KINDS:
+        written = [(s, files[f"{kind}/{s}"]) for s in SIDES if f"{kind}/{s}" in files]
+        if written:
+            lines += [f"- config_name: {kind}", "  data_files:"]
+            lines += [f"  - split: {s}\n    path: {p}" for s, p in written]
+    if lines[-1] == "configs:":
+        lines[-1] = "configs: []"
+    lines += [
+        "---",
+        "# Harness-engineer edit records",
+        "",
+        "Written by `harnessctl export-edits`. `sft`: chat messages; `sft_prompt_completion`:",
+        "the same examples as prompt/completion; `grpo`: prompts with an executable reward",
+        "recipe. `manifest.json` says which files were not written and why; `schema.json`",
+        "describes every record.",
+        "",
+    ]
+    return "\n".join(lines)

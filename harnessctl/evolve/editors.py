@@ -100,6 +100,15 @@ def render_parts(direction: Direction, files: dict[str, str], digests: list[str]
     return "\n\n".join(parts)
 
 
+def retry_turn(feedback: str) -> dict[str, str]:
+    """The user turn that hands a rejected patch's ``reason: detail`` back to the editor (the
+    exported datasets render retries with it too)."""
+    return {
+        "role": "user",
+        "content": f"Your patch was rejected: {feedback}\nSend a corrected patch.",
+    }
+
+
 class LLMEditor:
     """Asks a model (any litellm model string) for SEARCH/REPLACE blocks."""
 
@@ -118,12 +127,7 @@ class LLMEditor:
                 {"role": "user", "content": render_prompt(ctx)},
             ]
         if feedback is not None:
-            ctx.history.append(
-                {
-                    "role": "user",
-                    "content": f"Your patch was rejected: {feedback}\nSend a corrected patch.",
-                }
-            )
+            ctx.history.append(retry_turn(feedback))
         started = time.time()
         result = complete(
             self.model,

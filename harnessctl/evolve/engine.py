@@ -466,6 +466,7 @@ class Engine:
         metrics = json.loads(row.metrics_json or "{}")
         metrics["child_eval_tokens"] = verdict.eval_tokens
         metrics["rescued"] = [list(p) for p in verdict.rescued]
+        metrics["pairs"] = [p.model_dump() for p in verdict.pairs]
         row.metrics_json = json.dumps(metrics)
         self.store.record_edit(row)
         self.log(

@@ -18,19 +18,27 @@ calls it (or :func:`reward_for_record` on an exported GRPO record) to score a co
     from harnessctl.evolve.reward import reward_for_record
     verdict = reward_for_record(grpo_line, completion_text, workspace="path/to/workspace")
     verdict.reward
+
+A GRPO record (schema 3) carries its parent harness's files (:class:`HarnessTree`), so
+``reward_for_record(record, completion, suite="path/to/suite")`` needs no workspace at all;
+:mod:`harnessctl.evolve.engineer` wraps it as a cached, parallel, time-bounded reward.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from math import comb
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, field_validator
 
 from ..errors import HarnessctlError
 from .directions import Direction
@@ -253,10 +261,97 @@ def _pair(row: Any, pair: tuple, role: Literal["batch", "control"]) -> PairResul
     )
 
 
+def _pair_in(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return (value.get("task_id"), value.get("seed"))
+    return value
+
+
+RecordedPair = Annotated[
+    tuple[str, int],
+    BeforeValidator(_pair_in),
+    PlainSerializer(lambda p: {"task_id": p[0], "seed": p[1]}, return_type=dict),
+]
+"""A (task, seed) pair as a record holds it: ``{"task_id", "seed"}``, so that every value of a
+JSON column has one type (Arrow, hence ``datasets``, refuses a ``[str, int]`` list); records
+of schema 2 hold ``[task, seed]`` and still load. In Python it is a tuple."""
+
+
+class TreeFile(BaseModel):
+    """One file of a :class:`HarnessTree`."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    """Relative to the harness directory, ``/``-separated."""
+    content: str
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+    """``utf-8``: ``content`` is the text; ``base64``: the bytes of a file that is not text."""
+    executable: bool = False
+    """The owner's executable bit, part of the content hash."""
+
+
+class HarnessTree(BaseModel):
+    """A harness directory as data: every file its content hash covers, so a record that
+    carries it can rebuild the harness (same hash) anywhere, without a workspace."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    hash: str
+    files: list[TreeFile]
+
+    @classmethod
+    def of(cls, spec: HarnessSpec) -> HarnessTree:
+        from ..trees import harness_files
+
+        files = []
+        for path in harness_files(spec.path):
+            data = path.read_bytes()
+            encoding: Literal["utf-8", "base64"] = "utf-8"
+            try:
+                content = data.decode("utf-8")
+            except UnicodeDecodeError:
+                content, encoding = base64.b64encode(data).decode("ascii"), "base64"
+            files.append(
+                TreeFile(
+                    path=path.relative_to(spec.path).as_posix(),
+                    content=content,
+                    encoding=encoding,
+                    executable=bool(path.stat().st_mode & stat.S_IXUSR),
+                )
+            )
+        return cls(name=spec.name, hash=spec.hash, files=files)
+
+    def materialize(self, root: Path) -> HarnessSpec:
+        """Write the tree to ``root/<name>`` and load it; ``HarnessctlError`` unless its
+        content hash is :attr:`hash` (a record edited by hand, or damaged)."""
+        from ..harness import NAME_RE, load_harness
+
+        dest = Path(root) / (self.name if NAME_RE.match(self.name) else "parent")
+        for item in self.files:
+            rel = PurePosixPath(item.path)
+            if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+                raise HarnessctlError(f"harness tree {self.name}: {item.path!r} is not inside it")
+            target = dest.joinpath(*rel.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if item.encoding == "base64":
+                target.write_bytes(base64.b64decode(item.content))
+            else:
+                target.write_bytes(item.content.encode("utf-8"))
+            if item.executable:
+                target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        spec = load_harness(dest)
+        if spec.hash != self.hash:
+            raise HarnessctlError(
+                f"harness tree {self.name}: its files hash to {spec.hash[:12]}, "
+                f"the record says {self.hash[:12]}"
+            )
+        return spec
+
+
 class RewardRecipe(BaseModel):
     """How to score a completion for one edit context: call ``function`` (a dotted path;
-    ``reward_for_record(record, completion, workspace=...)``) with the record. Every input
-    of :func:`judge_edit` is here; fields left None (records from before they were recorded)
+    ``reward_for_record(record, completion, ...)``) with the record. Every input of
+    :func:`judge_edit` is here; fields left None (records from before they were recorded)
     make the recipe unexecutable, and :func:`reward_for_record` says which."""
 
     model_config = ConfigDict(extra="forbid")
@@ -264,6 +359,9 @@ class RewardRecipe(BaseModel):
     function: str = REWARD_FUNCTION
     parent_hash: str
     parent_name: str | None = None
+    parent_tree: HarnessTree | None = None
+    """The parent harness's files (exports of schema 3): the record rebuilds its parent
+    without the workspace it came from."""
     suite: str
     """The suite id (``name@hash`` of its task files)."""
     suite_path: str | None = None
@@ -272,16 +370,17 @@ class RewardRecipe(BaseModel):
     policy_id: str
     policy_model: str | None = None
     policy_params: dict | None = None
-    """The policy's parameters, secrets redacted (pass ``policy=`` when any were)."""
-    batch: list[Pair]
-    control: list[Pair]
+    """The policy's parameters without credentials (never recorded: a provider that needs
+    one reads it from its environment variable, or pass ``policy=``)."""
+    batch: list[RecordedPair]
+    control: list[RecordedPair]
     dropped_pairs: int = 0
     """Pairs of the original judgement left out of this record (tasks of the other dataset
-    split): when non-zero the reward is over fewer pairs than the stored one."""
+    split): the reward is over the pairs here, fewer than the judgement's."""
     alpha: float | None = None
     min_net: int | None = None
     direction: dict | None = None
-    """The direction (scope and budget the patch is validated against)."""
+    """The direction's full spec (scope and budget the patch is validated against)."""
     manifest_update: dict | None = None
     """The child's manifest fields (same fields, same patch: the same child hash)."""
     limits: dict | None = None
@@ -291,96 +390,182 @@ class RewardRecipe(BaseModel):
     formula: str = "(rescues - regressions) / (len(batch) + len(control))"
     accept_rule: dict = {}
 
+    @field_validator("policy_params", mode="before")
+    @classmethod
+    def _no_nulls(cls, value: Any) -> Any:
+        # a column of dicts read through Arrow gets every key any row has, None where absent
+        if isinstance(value, Mapping):
+            return {k: v for k, v in value.items() if v is not None}
+        return value
+
+
+def recipe_verdict(recipe: RewardRecipe, success: Mapping[Pair, bool]) -> Verdict:
+    """What ``recipe`` gives a child whose outcome on each of its pairs is ``success[pair]``,
+    without running anything. A pair missing from ``success`` counts as a failure, as a
+    pair without a result does in :func:`judge_edit`."""
+    rescues = sum(1 for p in recipe.batch if success.get(p, False))
+    regressions = sum(1 for p in recipe.control if not success.get(p, False))
+    return judge(
+        rescues,
+        regressions,
+        len(recipe.batch),
+        len(recipe.control),
+        alpha=recipe.alpha if recipe.alpha is not None else 0.1,
+        min_net=recipe.min_net if recipe.min_net is not None else 1,
+    )
+
 
 def reward_for_record(
     record: Any,
     completion: str,
     *,
-    workspace: Any,
+    workspace: Any = None,
+    suite: Any = None,
     store: Any = None,
     policy: Policy | None = None,
     sandbox: str | None = None,
     workers: int | None = None,
     progress: Progress | None = None,
+    parent: HarnessSpec | None = None,
 ) -> EditVerdict:
-    """Score ``completion`` for an exported GRPO record (the model, a dict or a JSON line).
+    """Score ``completion`` for an exported GRPO record (the model, a dict, a JSON line, or
+    its ``reward`` recipe alone).
 
-    ``workspace`` (a ``Workspace``, or a path resolved as ``load_workspace`` does, so
-    ``$HARNESSCTL_WORKSPACE`` wins) must hold the parent harness and the suite; ``store``
-    defaults to the workspace's (rollouts already there are reused, the rest run). ``policy``
-    replaces the recorded one when its parameters held secrets (they are redacted in the
-    record); it must have the recorded policy id.
+    Where each input comes from:
+
+    - the parent harness: ``parent`` (it must have the recipe's hash); else ``workspace``
+      (a ``Workspace`` or its directory), found under ``harnesses/`` by content hash; else
+      the record's ``parent_tree``, written to a temporary directory (removed afterwards);
+    - the tasks: ``suite`` (a suite directory or a loaded ``Suite``), else the workspace's
+      ``suite_path``; either way its id must be the recipe's ``suite``;
+    - rollouts: ``store``, else the workspace's store (rollouts already there are reused),
+      else a temporary store (every rollout runs);
+    - the policy: the recorded model and parameters; ``policy`` replaces them (it must have
+      the recorded id) when a credential must be given in code;
+    - sandbox and workers: the arguments, else the workspace's settings, else
+      ``$HARNESSCTL_SANDBOX`` / ``$HARNESSCTL_WORKERS``, else ``local`` and 2.
     """
+    from ..constants import ENV_SANDBOX, ENV_WORKERS
     from ..evaluate import EvalRequest
     from ..policy import Policy
     from ..sandbox import Limits
+    from ..store import Store
+    from ..suite import Suite, load_suite
     from ..workspace import Workspace, load_workspace
 
-    recipe = _recipe_of(record)
-    missing = [
-        name
-        for name in ("suite_path", "policy_model", "direction", "manifest_update", "limits")
-        if getattr(recipe, name) is None
-    ]
+    recipe = load_recipe(record)
+    required = ["policy_model", "direction", "manifest_update", "limits"]
+    missing = [name for name in required if getattr(recipe, name) is None]
+    if suite is None and recipe.suite_path is None:
+        missing.insert(0, "suite_path")
     if missing:
         raise HarnessctlError(
             f"the reward recipe lacks {', '.join(missing)}: its edit was recorded before "
             "harnessctl kept them (re-run the evolve to record executable recipes)"
         )
-    ws = workspace if isinstance(workspace, Workspace) else load_workspace(Path(workspace))
-    parent = find_harness(ws, recipe.parent_hash, recipe.parent_name)
-    suite = ws.load_suite(recipe.suite_path)
-    if suite.id != recipe.suite:
-        raise HarnessctlError(
-            f"suite {recipe.suite_path} is {suite.id}, the recipe's {recipe.suite}"
-        )
-    policy = policy or Policy(recipe.policy_model or "", dict(recipe.policy_params or {}))
-    if policy.id != recipe.policy_id:
-        raise HarnessctlError(
-            f"policy {policy.id} is not the recipe's {recipe.policy_id} (pass policy= with "
-            "the parameters whose secrets were redacted)"
-        )
-    evaluation = EvalRequest(
-        harness=parent,
-        suite=suite,
-        split=recipe.split,
-        policy=policy,
-        limits=Limits(**(recipe.limits or {})),
-        max_calls=recipe.max_calls or None,
-        max_tokens=recipe.max_tokens or None,
-        sandbox=sandbox or ws.config.sandbox,
-        workers=workers or ws.config.workers,
-        command="reward",
-    )
-    opened = store is None
-    db = ws.open_store() if opened else store
+    ws = None
+    if workspace is not None:
+        ws = workspace if isinstance(workspace, Workspace) else load_workspace(Path(workspace))
+    scratch = Path(tempfile.mkdtemp(prefix="hxreward-"))
     try:
-        return judge_edit(
-            parent,
-            Direction.model_validate(recipe.direction),
-            completion,
-            batch=recipe.batch,
-            control=recipe.control,
-            evaluation=evaluation,
-            store=db,
-            alpha=recipe.alpha if recipe.alpha is not None else 0.1,
-            min_net=recipe.min_net if recipe.min_net is not None else 1,
-            manifest_update=recipe.manifest_update,
-            progress=progress,
+        if parent is None:
+            parent = _parent_of(recipe, ws, scratch)
+        elif parent.hash != recipe.parent_hash:
+            raise HarnessctlError(
+                f"parent {parent.name} is {parent.hash[:12]}, "
+                f"the recipe's {recipe.parent_hash[:12]}"
+            )
+        if isinstance(suite, Suite):
+            tasks = suite
+        elif suite is not None:
+            tasks = load_suite(Path(suite))
+        elif ws is not None:
+            tasks = ws.load_suite(recipe.suite_path)
+        else:
+            raise HarnessctlError("pass suite= (the suite directory) or workspace=")
+        if tasks.id != recipe.suite:
+            raise HarnessctlError(f"suite {tasks.root} is {tasks.id}, the recipe's {recipe.suite}")
+        policy = policy or Policy(recipe.policy_model or "", dict(recipe.policy_params or {}))
+        if policy.id != recipe.policy_id:
+            raise HarnessctlError(
+                f"policy {policy.id} is not the recipe's {recipe.policy_id} (pass policy= with "
+                "the recorded model and parameters)"
+            )
+        evaluation = EvalRequest(
+            harness=parent,
+            suite=tasks,
+            split=recipe.split,
+            policy=policy,
+            limits=Limits(**(recipe.limits or {})),
+            max_calls=recipe.max_calls or None,
+            max_tokens=recipe.max_tokens or None,
+            sandbox=sandbox
+            or (ws.config.sandbox if ws else os.environ.get(ENV_SANDBOX) or "local"),
+            workers=workers or (ws.config.workers if ws else int(os.environ.get(ENV_WORKERS, 2))),
+            command="reward",
         )
+        if store is not None:
+            db, opened = store, False
+        elif ws is not None:
+            db, opened = ws.open_store(), True
+        else:
+            db, opened = Store(f"sqlite:///{scratch / 'store.db'}", scratch / "trajectories"), True
+        try:
+            verdict = judge_edit(
+                parent,
+                Direction.model_validate(recipe.direction),
+                completion,
+                batch=recipe.batch,
+                control=recipe.control,
+                evaluation=evaluation,
+                store=db,
+                alpha=recipe.alpha if recipe.alpha is not None else 0.1,
+                min_net=recipe.min_net if recipe.min_net is not None else 1,
+                manifest_update=recipe.manifest_update,
+                progress=progress,
+            )
+        finally:
+            if opened:
+                db.close()
+        if verdict.status == "rejected":  # the recipe defines what an invalid patch earns
+            return verdict.model_copy(update={"reward": recipe.invalid_reward})
+        return verdict
     finally:
-        if opened:
-            db.close()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _recipe_of(record: Any) -> RewardRecipe:
+def _parent_of(recipe: RewardRecipe, ws: Any, scratch: Path) -> HarnessSpec:
+    """The recipe's parent: the workspace's harness with its hash, else its recorded tree."""
+    tree = recipe.parent_tree
+    if ws is not None:
+        try:
+            return find_harness(ws, recipe.parent_hash, recipe.parent_name)
+        except HarnessctlError:
+            if tree is None:
+                raise
+    if tree is None:
+        raise HarnessctlError(
+            f"the record carries no parent harness tree (exported before schema 3): pass "
+            f"workspace= holding harness {recipe.parent_hash[:12]}"
+        )
+    if tree.hash != recipe.parent_hash:
+        raise HarnessctlError(
+            f"the record's parent tree is {tree.hash[:12]}, its recipe's parent "
+            f"{recipe.parent_hash[:12]}"
+        )
+    return tree.materialize(scratch / "parent")
+
+
+def load_recipe(record: Any) -> RewardRecipe:
+    """The reward recipe of a GRPO record (model, dict or JSON line), or the recipe itself
+    (a :class:`RewardRecipe` or its dict: the ``reward`` column a trainer passes on)."""
     if isinstance(record, RewardRecipe):
         return record
     if isinstance(record, str | bytes):
-        import json
-
         record = json.loads(record)
-    data = record.get("reward") if isinstance(record, dict) else getattr(record, "reward", None)
+    if isinstance(record, Mapping) and "parent_hash" in record and "batch" in record:
+        return RewardRecipe.model_validate(dict(record))
+    data = record.get("reward") if isinstance(record, Mapping) else getattr(record, "reward", None)
     if data is None:
         raise HarnessctlError("not a GRPO record: it has no 'reward' recipe")
     return data if isinstance(data, RewardRecipe) else RewardRecipe.model_validate(data)
