@@ -114,7 +114,8 @@ def serve(
 
 class LocalModel:
     """The local model server as a child process for a ``with`` block: ``model`` (the litellm
-    model string) and ``api_base`` are set once it answers ``/health``."""
+    model string) and ``api_base`` are set once it answers ``/health``. ``port`` 0 takes any
+    free port; a fixed one lets a restarted server keep the policy's ``api_base``."""
 
     def __init__(
         self,
@@ -123,8 +124,10 @@ class LocalModel:
         ctx: int = 8192,
         timeout_s: float = 120,
         model_dir: Path | None = None,
+        port: int = 0,
     ) -> None:
         self.threads, self.ctx, self.timeout_s = threads, ctx, timeout_s
+        self.port = port
         self.model_dir = model_dir
         self.model = ""
         self.api_base = ""
@@ -138,7 +141,7 @@ class LocalModel:
     def start(self) -> LocalModel:
         path = fetch_model(self.model_dir)
         cmd = [sys.executable, "-m", "harnessctl.localmodel", "--model", str(path)]
-        cmd += ["--threads", str(self.threads), "--ctx", str(self.ctx)]
+        cmd += ["--threads", str(self.threads), "--ctx", str(self.ctx), "--port", str(self.port)]
         self._proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )

@@ -171,7 +171,9 @@ def _completion_body(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
     if reply.tool_calls:
         message["tool_calls"] = reply.tool_calls
     finish_reason = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
-    choice_extra = reply.choice_extra(request) if callable(reply.choice_extra) else reply.choice_extra
+    choice_extra = (
+        reply.choice_extra(request) if callable(reply.choice_extra) else reply.choice_extra
+    )
     body_extra = reply.body_extra(request) if callable(reply.body_extra) else reply.body_extra
     return {
         **(body_extra or {}),

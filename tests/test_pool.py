@@ -203,8 +203,9 @@ def vllm_reply(text, offset=0):
             return {}
         return {"prompt_token_ids": [i + offset for i in toy_prompt(req["messages"])]}
 
-    return Reply(text, prompt_tokens=50, completion_tokens=len(ids), choice_extra=choice,
-                 body_extra=body)
+    return Reply(
+        text, prompt_tokens=50, completion_tokens=len(ids), choice_extra=choice, body_extra=body
+    )
 
 
 DBB_REPLIES = [
@@ -243,11 +244,11 @@ def test_token_level_rollout_is_stitched_from_the_servers_ids(exported):
     replies = [seq.response_ids[a:b] for a, b in seq.turns]
     assert replies == [toy_ids(r) + [END] for r in DBB_REPLIES]
     assert [i for i, m in zip(seq.response_ids, seq.response_mask, strict=True) if m] == [
-        *replies[0], *replies[1]
+        *replies[0],
+        *replies[1],
     ]
     between = bytes(
-        i for i, m in zip(seq.response_ids, seq.response_mask, strict=True)
-        if not m and i < 256
+        i for i, m in zip(seq.response_ids, seq.response_mask, strict=True) if not m and i < 256
     ).decode()
     assert between == second.messages[-1]["content"]  # the observation the harness added
     assert len(seq.logprobs) == len(seq.response_ids)
@@ -264,15 +265,24 @@ def test_a_rewritten_context_is_said_and_the_calls_stay_usable():
     from harnessctl.records import ModelCall
 
     def call(i, prompt, reply):
-        return ModelCall(index=i, model="m", messages=[], prompt_ids=prompt,
-                         completion_ids=reply, logprobs=[-1.0] * len(reply))
+        return ModelCall(
+            index=i,
+            model="m",
+            messages=[],
+            prompt_ids=prompt,
+            completion_ids=reply,
+            logprobs=[-1.0] * len(reply),
+        )
 
     ok = stitch([call(0, [1, 2], [3]), call(1, [1, 2, 3, 9], [4, 5])])
     assert ok.append_only and ok.response_ids == [3, 9, 4, 5]
     assert ok.response_mask == [1, 0, 1, 1] and ok.logprobs == [-1.0, 0.0, -1.0, -1.0]
     rewritten = stitch([call(0, [1, 2], [3]), call(1, [1, 7, 9], [4])])
     assert not rewritten.append_only and "token 1" in rewritten.reason
-    assert rewritten.response_ids == [] and [s.response_ids for s in rewritten.samples] == [[3], [4]]
+    assert rewritten.response_ids == [] and [s.response_ids for s in rewritten.samples] == [
+        [3],
+        [4],
+    ]
     partial = stitch([call(0, [1, 2], [3]), ModelCall(index=1, model="m", messages=[])])
     assert not partial.append_only and "[1]" in partial.reason and len(partial.samples) == 1
     with pytest.raises(NoTokenIds, match="tokens=True"):

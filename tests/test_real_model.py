@@ -150,7 +150,7 @@ def test_one_evolve_round_with_the_real_model_as_editor(ws, model):
 
 def test_router_voting_and_the_pool_rescue_with_the_real_model(ws, model):
     from harnessctl.policy import Policy
-    from harnessctl.pool import Pool, rescue_group
+    from harnessctl.pool import EndpointPolicy, Pool, rescue_group
 
     evolved = cli_json(
         ws, "evolve", "dbbench-base", *DBBENCH[:2], "--rounds", 1, "--rollouts", 1,
@@ -173,13 +173,114 @@ def test_router_voting_and_the_pool_rescue_with_the_real_model(ws, model):
 
     task = load_suite(ws / "examples" / "dbbench").all_tasks.by_id()[failed.task_id]
     policy = Policy(model.model, {**model.params, "max_tokens": 96})
+    # the trainer's view: token ids and logprobs as the server returned them
+    endpoint = EndpointPolicy(model.api_base, model.model, {"max_tokens": 96}, tokens=True)
     with Pool.load(out) as pool:
         group = [pool.base.rollout(task, policy, seed=0)]
-        result = rescue_group(pool, task, group, policy, k=2, seed=0)
+        result = rescue_group(pool, task, group, endpoint, k=2, seed=0, max_workers=2)
     assert result.routed and result.attempted  # fresh rollouts under the siblings
     for output in [*group, *result.attempted]:
         assert output.outcome != "infra_error" and output.usage, output
         assert all(u.get("prompt_tokens", 0) > 0 for u in output.usage)
+    root = model.api_base.removesuffix("/v1")
+    for output in result.attempted:
+        for call in output.calls:  # every id the server reported, counted as it counted them
+            assert len(call.prompt_ids) == call.prompt_tokens
+            assert len(call.completion_ids) == len(call.logprobs) == call.completion_tokens
+            assert all(lp <= 0 for lp in call.logprobs)
+            text = _post(root + "/detokenize", {"tokens": call.completion_ids})["content"]
+            # the ids include the end-of-turn token the server stopped on, when it did
+            assert text.removesuffix("<|im_end|>").strip() == call.reply.strip()
+        seq = output.tokens()
+        assert seq.append_only or "rewrote its context" in seq.reason, seq.reason
+        if seq.append_only:
+            assert sum(seq.response_mask) == sum(c.completion_tokens for c in output.calls)
+            assert len(seq.logprobs) == len(seq.response_ids) == len(seq.response_mask)
+
+
+def _post(url: str, body: dict) -> dict:
+    import urllib.request
+
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def test_replies_a_real_server_can_give_are_recorded_and_classified(ws, model):
+    """Provoked from the real server (its own sampling constraints, not a stub): an empty
+    reply (the end-of-turn token forced first), unicode, a reply that runs to the server's
+    reply limit, an unterminated SQL block. Each is recorded as the server gave it and
+    classified as the harness's failure or answer; none crashes anything."""
+    other = f"sqlite:///{ws.parent / 'provoked.db'}"
+    eos = json.dumps({"2": 100})  # <|im_end|> first: the model says nothing
+    unicode = 'root ::= "Action: Answer\\nFinal Answer: [\\"Привет 数据 🚀\\"]"'
+    long = 'root ::= "x"+'
+    broken = 'root ::= "Action: Operation\\n```sql\\nSELECT (((" [a-z ]*'
+    cases = {
+        "dev-000": ["--param", f"logit_bias={eos}"],
+        "dev-021": ["--param", f"grammar={unicode}", "--param", "max_tokens=96"],
+        "dev-045": ["--param", f"grammar={long}", "--param", "max_tokens=400"],
+        "dev-003": ["--param", f"grammar={broken}", "--param", "max_tokens=24"],
+    }
+    db = load_workspace(ws).open_store(other)
+    for task, params in cases.items():
+        args = ["eval", "dbbench-base", *DBBENCH, "--task", task, "--store", other]
+        data = cli_json(ws, *args, "--timeout", 300, "--rollouts", 1, "--max-calls", 2,
+                        *real(model), *params)  # fmt: skip
+        assert data["executed"] == 1 and data["infra_failed"] == 0, data
+    rows = {r.task_id: r for r in db.rollouts()}
+    calls = {t: db.trajectory(r).calls for t, r in rows.items()}
+    empty = calls["dev-000"][0]
+    assert (
+        empty.status == "ok" and empty.reply == "" and rows["dev-000"].outcome == "invalid_format"
+    )
+    said = calls["dev-021"][0].reply
+    assert "Привет 数据 🚀" in said and rows["dev-021"].outcome == "wrong_answer"
+    shown = cli(ws, "show", rows["dev-021"].id, "--store", other).output
+    assert "Привет 数据 🚀" in shown
+    longest = calls["dev-045"][0]
+    assert longest.finish_reason == "length" and longest.completion_tokens == 400
+    assert longest.reply == "x" * len(longest.reply) and len(longest.reply) >= 400
+    assert rows["dev-045"].outcome == "invalid_format"
+    assert calls["dev-003"][0].reply.startswith("Action: Operation\n```sql\nSELECT (((")
+    assert rows["dev-003"].outcome == "invalid_format"
+
+
+def test_a_server_that_dies_mid_run_is_an_infra_error_and_the_rerun_completes(ws):
+    """The server killed while a run is under way: rollouts already finished stay stored,
+    the rest are infrastructure errors (retried, then exit 3, no task outcome stored); the
+    same command against the server back on the same port finishes them."""
+    import socket
+    import sys
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    other = f"sqlite:///{ws.parent / 'midrun.db'}"
+    args = ["eval", "dbbench-base", *DBBENCH, *TASKS, *SLOW, "--workers", 1, "--store", other]
+    args += ["--policy", "hosted_vllm/smollm2", "--param", f"api_base=http://127.0.0.1:{port}/v1"]
+    db = load_workspace(ws).open_store(other)
+    command = [sys.executable, "-m", "harnessctl.cli", *map(str, args)]
+    with LocalModel(model_dir=MODEL_DIR, port=port):
+        run = subprocess.Popen(
+            command, cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and run.poll() is None and not db.rollouts():
+            time.sleep(0.5)
+    output, _ = run.communicate(timeout=300)
+    finished = {r.id: r.outcome for r in db.rollouts()}
+    assert 1 <= len(finished) < 3, output[-2000:]  # finished before the kill: kept
+    assert run.returncode == 3 and "failed on infrastructure" in output, output[-2000:]
+    assert {a.outcome for a in db.attempts()} == {"infra_error"}
+    with LocalModel(model_dir=MODEL_DIR, port=port):
+        done = subprocess.run(command, cwd=ws, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = db.rollouts()
+    assert len(rows) == 3 and {r.id: r.outcome for r in rows if r.id in finished} == finished
 
 
 def test_a_dead_model_server_is_an_infrastructure_error_never_a_task_failure(ws):

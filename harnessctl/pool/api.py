@@ -26,7 +26,6 @@ from ..sandbox import Limits
 from .integrity import MANIFEST, PoolIntegrityError, check_pool
 from .tokens import NoTokenIds, TokenSequence, stitch
 
-
 #: litellm model prefixes that already say "an OpenAI-compatible server".
 _OPENAI_COMPATIBLE = ("openai/", "hosted_vllm/")
 

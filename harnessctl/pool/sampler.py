@@ -102,9 +102,7 @@ def run_slots(pool, tasks: list, slots: list[RescueSlot], policy, max_workers: i
 
     def one(i: int):
         slot = slots[i]
-        return pool.harness(slot.harness).rollout(
-            tasks[i], policy_of(policy, slot), seed=slot.seed
-        )
+        return pool.harness(slot.harness).rollout(tasks[i], policy_of(policy, slot), seed=slot.seed)
 
     if max_workers <= 1 or len(slots) <= 1:
         return [one(i) for i in range(len(slots))]
@@ -169,4 +167,3 @@ async def arescue_group(
     limit = asyncio.Semaphore(max(1, max_concurrency))
     fresh = await arun_slots(pool, [task] * len(plan), plan, policy, limit)
     return decide(group, plan, fresh)
-

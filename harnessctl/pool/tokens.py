@@ -79,7 +79,8 @@ def stitch(calls: list[ModelCall]) -> TokenSequence:
     ]
     if missing:
         return TokenSequence(
-            False, f"call(s) {missing} have no token ids: the server did not return them",
+            False,
+            f"call(s) {missing} have no token ids: the server did not return them",
             samples=samples,
         )
     for sample in samples:
@@ -100,7 +101,11 @@ def stitch(calls: list[ModelCall]) -> TokenSequence:
     for sample in samples[1:]:
         if sample.prompt_ids[: len(context)] != context:
             at = next(
-                (i for i, (a, b) in enumerate(zip(sample.prompt_ids, context)) if a != b),
+                (
+                    i
+                    for i, (a, b) in enumerate(zip(sample.prompt_ids, context, strict=False))
+                    if a != b
+                ),
                 min(len(sample.prompt_ids), len(context)),
             )
             return TokenSequence(
