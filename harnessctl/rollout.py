@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -165,7 +166,15 @@ class RolloutSession:
                 "HXRT_ENV": json.dumps(runtime_binding(self.env)),
             }
             code = getattr(self.env, "sandbox_code", None)
-            job = Job(rollout_id, harness, workdir, env, self.limits, (code,) if code else ())
+            job = Job(
+                rollout_id,
+                harness,
+                workdir,
+                env,
+                self.limits,
+                (code,) if code else (),
+                waited=functools.partial(self.gateway.waited_s, token),
+            )
             started = time.time()
             # an offline test double sees the task's view (gold) only while it runs
             with offline_channel(policy.model, rollout_id, self.env, task):

@@ -280,7 +280,8 @@ def test_host_output_buffer_is_bounded():
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    out, err, timed_out = _collect(proc, 60)
+    deadline = time.monotonic() + 60
+    out, err, timed_out = _collect(proc, lambda: deadline)
     proc.wait()
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert not timed_out and out.endswith(b"TAIL") and len(out) == 4000
@@ -301,7 +302,7 @@ def test_a_background_holder_of_the_pipe_does_not_hold_the_host():
         start_new_session=True,
     )
     started = time.monotonic()
-    out, _err, timed_out = _collect(proc, 20)
+    out, _err, timed_out = _collect(proc, lambda: started + 20)
     os.killpg(proc.pid, 9)
     assert time.monotonic() - started < 5 and not timed_out and b"main done" in out
 

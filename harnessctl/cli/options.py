@@ -94,7 +94,12 @@ def unit_open(value: float) -> float:
 
 
 TimeoutOption = Annotated[
-    float, typer.Option(callback=positive, help="Wall-clock seconds per rollout (above 0).")
+    float,
+    typer.Option(
+        callback=positive,
+        help="Wall-clock seconds per rollout of the harness's own time (above 0): time "
+        "waiting on model calls and environment steps is not counted (up to 30 min).",
+    ),
 ]
 StoreOption = Annotated[
     str | None, typer.Option(help="Store SQLAlchemy URL.", envvar=ENV_STORE_URL)

@@ -68,6 +68,36 @@ class Completer(Protocol):
     ) -> llm.Completion: ...
 
 
+class WaitClock:
+    """Seconds a rollout has spent waiting on the host (model calls, environment requests):
+    the union of those intervals, so requests made concurrently count once. The sandbox adds
+    them to the rollout's deadline: the harness is charged only its own time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = 0
+        self._since = 0.0
+        self._total = 0.0
+
+    def __enter__(self) -> WaitClock:
+        with self._lock:
+            if self._open == 0:
+                self._since = time.monotonic()
+            self._open += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._open -= 1
+            if self._open == 0:
+                self._total += time.monotonic() - self._since
+
+    def seconds(self) -> float:
+        with self._lock:
+            ongoing = time.monotonic() - self._since if self._open else 0.0
+            return self._total + ongoing
+
+
 @dataclass
 class _Rollout:
     ledger: RolloutLedger
@@ -80,6 +110,7 @@ class _Rollout:
     closed: bool = False  # revoked: calls still waiting for their turn are refused
     cond: threading.Condition = field(default_factory=threading.Condition)
     episode: episodes.EpisodeSlot | None = None  # a host-served environment's episode
+    waiting: WaitClock = field(default_factory=WaitClock)
 
     def record(
         self, messages: list[dict[str, Any]], params: dict[str, Any], started_at: float
@@ -126,7 +157,7 @@ class Gateway:
         if self._server is not None:
             raise RuntimeError("gateway already started")
         env_routes = {
-            path: functools.partial(episodes.handle, path=path)
+            path: functools.partial(self._episode, path=path)
             for path in (episodes.RESET_PATH, episodes.STEP_PATH)
         }
         handler = transport.make_handler(
@@ -211,7 +242,17 @@ class Gateway:
         with state.cond:
             return replace(state.ledger, calls=calls, steps=steps)
 
+    def waited_s(self, token: str) -> float:
+        """Seconds the rollout of ``token`` has waited on the host so far (0 once closed)."""
+        with self._lock:
+            state = self._rollouts.get(token)
+        return state.waiting.seconds() if state is not None else 0.0
+
     # --- request handlers (run on the server's threads) ---
+    def _episode(self, state: _Rollout, raw: bytes, *, path: str) -> Response:
+        with state.waiting:
+            return episodes.handle(state, raw, path=path)
+
     def _authorize(self, authorization: str | None) -> _Rollout | None:
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer":
@@ -264,7 +305,8 @@ class Gateway:
             state.sent += 1
             state.in_flight += 1
         try:
-            return self._forward(state, rec, params)
+            with state.waiting:
+                return self._forward(state, rec, params)
         finally:
             with state.cond:
                 state.in_flight -= 1

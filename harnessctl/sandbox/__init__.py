@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -30,9 +31,17 @@ BUILTIN = {
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits for one rollout."""
+    """Resource limits for one rollout.
+
+    ``timeout_s`` is the harness's own wall-clock time: the seconds the rollout spends
+    waiting on the host (model calls, environment resets and steps; concurrent requests
+    count once) are added to its deadline, up to ``max_wait_s`` in all. Model calls are
+    bounded instead by the gateway's per-call timeout and the rollout's call and token
+    budgets (docs/decisions.md).
+    """
 
     timeout_s: float = 60.0
+    max_wait_s: float = 1800.0
     memory_mb: int = 1024
     cpu_s: int = 60
     nproc: int = 64
@@ -61,6 +70,14 @@ class Job:
     env: dict[str, str]
     limits: Limits
     packages: tuple = ()
+    #: Seconds the rollout has waited on the host so far (the gateway's clock); None: none.
+    waited: Callable[[], float] | None = None
+
+    def deadline(self, started: float) -> float:
+        """The monotonic time the rollout must end by, as of now: ``started`` plus the
+        harness's own ``timeout_s`` plus what it has waited on the host (capped)."""
+        waited = min(self.waited(), self.limits.max_wait_s) if self.waited else 0.0
+        return started + self.limits.timeout_s + waited
 
 
 def stage_packages(root: Path, packages: tuple, lock: threading.Lock) -> list[str]:

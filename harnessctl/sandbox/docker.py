@@ -35,6 +35,7 @@ run's containers (at close).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -43,6 +44,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -432,12 +434,12 @@ class DockerSandbox:
         # instead of ~100 engine calls a second (host CPU that two workers on two cores miss)
         stream = api.exec_start(exec_id, detach=False, socket=True)
         # the clock starts with the runtime, not with a first rollout's container creation
-        deadline = time.monotonic() + job.limits.timeout_s
+        deadline = functools.partial(job.deadline, time.monotonic())
         _wait_for_end(stream, deadline)
         timed_out = False
         info = api.exec_inspect(exec_id)
         while info.get("Running"):  # the end not seen on the stream (or timed out): poll
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline():
                 timed_out = True
                 break
             time.sleep(self.poll_s)
@@ -523,15 +525,20 @@ def _only_init(warm: _Container) -> bool:
     return pids == [warm.init[0]] and process_identity(warm.init[0]) == warm.init
 
 
-def _wait_for_end(stream, deadline: float) -> None:
+def _wait_for_end(stream, deadline: Callable[[], float]) -> None:
     """Read the exec's attach stream until the engine closes it (the process exited) or the
-    deadline passes. The boot points stdout and stderr at the log files, so nothing of the
+    deadline passes (it moves on while the rollout waits on the host: asked again at least
+    every second). The boot points stdout and stderr at the log files, so nothing of the
     rollout's output comes this way; whatever does is discarded."""
     raw = getattr(stream, "_sock", stream)
     try:
-        while (left := deadline - time.monotonic()) > 0:
-            raw.settimeout(left)
-            if not raw.recv(65536):
+        while (left := deadline() - time.monotonic()) > 0:
+            raw.settimeout(min(left, 1.0))
+            try:
+                chunk = raw.recv(65536)
+            except TimeoutError:
+                continue
+            if not chunk:
                 return
     except (TimeoutError, OSError):
         return  # the caller asks the engine either way

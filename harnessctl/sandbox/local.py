@@ -40,6 +40,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import HarnessctlError
@@ -350,7 +351,7 @@ class LocalSandbox:
                 isolation=self.isolation,
             )
         try:
-            out, err, timed_out = _collect(proc, job.limits.timeout_s)
+            out, err, timed_out = _collect(proc, functools.partial(job.deadline, time.monotonic()))
         finally:
             _kill_group(proc)  # the timeout, and leftovers that escaped the wait
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -368,20 +369,21 @@ class LocalSandbox:
         )
 
 
-def _collect(proc: subprocess.Popen, timeout_s: float) -> tuple[bytes, bytes, bool]:
+def _collect(proc: subprocess.Popen, deadline_of: Callable[[], float]) -> tuple[bytes, bytes, bool]:
     """Read stdout and stderr as they come, keeping the last ``TAIL_BYTES`` of each, until
-    both close (or shortly after the runtime exits) or the wall-clock limit passes."""
+    both close (or shortly after the runtime exits) or the deadline passes (``deadline_of``:
+    it moves on while the rollout waits on the host)."""
     tails = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     sel = selectors.DefaultSelector()
     for pipe in tails:
         os.set_blocking(pipe.fileno(), False)  # type: ignore[union-attr]
         sel.register(pipe, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout_s
+    deadline = deadline_of()
     exited_at: float | None = None
     timed_out = False
     try:
         while sel.get_map():
-            now = time.monotonic()
+            now, deadline = time.monotonic(), deadline_of()
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > EXIT_GRACE_S:
@@ -403,11 +405,12 @@ def _collect(proc: subprocess.Popen, timeout_s: float) -> tuple[bytes, bytes, bo
                 buf += chunk
                 if len(buf) > 4 * TAIL_BYTES:
                     del buf[:-TAIL_BYTES]
-        if not timed_out and exited_at is None:
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+        while not timed_out and exited_at is None and proc.poll() is None:
+            if time.monotonic() >= deadline_of():
                 timed_out = True
+                break
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, min(deadline_of() - time.monotonic(), 0.2)))
     finally:
         sel.close()
     out, err = (bytes(tails[p][-TAIL_BYTES:]) for p in (proc.stdout, proc.stderr))
