@@ -58,3 +58,12 @@ def dbbench_runtime(monkeypatch) -> None:
         "package": "harnessctl.envs.dbbench.sandbox.hxenv_dbbench",  # the host-side name
     }
     monkeypatch.setenv("HXRT_ENV", json.dumps(binding))
+
+
+@pytest.fixture(scope="session")
+def small_pool(tmp_path_factory):
+    """One small exported DBBench pool (base and two siblings, built on the offline sim
+    policy) shared by the trainer integration tests: ``(workspace, pool dir, names)``."""
+    from tests.pool_helpers import SMALL_POOL, build_pool
+
+    return build_pool(tmp_path_factory.mktemp("smallpool"), **SMALL_POOL)

@@ -2,59 +2,27 @@
 verify -> load -> rescue sampler / rescue-sim; endpoint rollouts; tamper detection."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from harnessctl.pool import EndpointPolicy, Pool, PoolIntegrityError, rescue_group
 from harnessctl.suite import load_suite
-from harnessctl.workspace import init_workspace
 from tests.openai_stub import OpenAIStub, Reply
-
-DIRECTIONS = "execution-recovery,context-construction,observation-shaping"
-
-
-def cli(ws, *args, ok=True):
-    env = {**os.environ, "HARNESSCTL_WORKSPACE": str(ws)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "harnessctl.cli", *map(str, args)],
-        cwd=ws,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if ok:
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return proc
+from tests.pool_helpers import (
+    DBB_REPLIES,
+    END,
+    build_pool,
+    cli,
+    dbbench_record,
+    toy_ids,
+    toy_prompt,
+    vllm_reply,
+)
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    ws = tmp_path_factory.mktemp("pool") / "ws"
-    init_workspace(ws)
-    evolved = json.loads(
-        cli(
-            ws,
-            "evolve",
-            "dbbench-base",
-            "--directions",
-            DIRECTIONS,
-            "--rounds",
-            1,
-            "--rollouts",
-            2,
-            "--json",
-        ).stdout
-    )
-    names = ["dbbench-base", *sorted(v["name"] for v in evolved["best"].values())]
-    assert len(names) >= 3
-    cli(ws, "profile", *names, "--split", "train", "--rollouts", 2)
-    out = ws.parent / "exported" / "dbbench-pool"
-    cli(ws, "export-pool", "--name", "dbbench-pool", "--out", out)
-    return ws, out, names
+    return build_pool(tmp_path_factory.mktemp("pool"))
 
 
 def test_export_verify_load_and_manifest(exported):
@@ -164,58 +132,6 @@ def test_export_refuses_uncommitted_harness_changes(exported, tmp_path):
 
 
 # --- token-level rollouts, per-rollout policies, concurrency (issue #16) ---------------------
-
-END, ROLE = 1000, {"system": 1001, "user": 1002, "assistant": 1003, "tool": 1004}
-
-
-def toy_ids(text):
-    return list((text or "").encode())
-
-
-def toy_prompt(messages):
-    """A byte-level stand-in for a chat template: role marker, content bytes, end marker."""
-    ids = []
-    for m in messages:
-        ids += [ROLE[m["role"]], *toy_ids(m.get("content")), END]
-    return ids + [ROLE["assistant"]]
-
-
-def vllm_reply(text, offset=0):
-    """A reply as vLLM gives it when asked for ``return_token_ids`` and ``logprobs``: the
-    completion's ids end with the end-of-turn token, as vLLM's do."""
-    ids = toy_ids(text) + [END]
-
-    def choice(req):
-        extra = {}
-        if req.get("return_token_ids"):
-            extra["token_ids"] = [i + offset for i in ids]
-        if req.get("logprobs"):
-            extra["logprobs"] = {
-                "content": [
-                    {"token": str(i), "logprob": -0.001 * (n + 1), "bytes": [], "top_logprobs": []}
-                    for n, i in enumerate(ids)
-                ]
-            }
-        return extra
-
-    def body(req):
-        if not req.get("return_token_ids"):
-            return {}
-        return {"prompt_token_ids": [i + offset for i in toy_prompt(req["messages"])]}
-
-    return Reply(
-        text, prompt_tokens=50, completion_tokens=len(ids), choice_extra=choice, body_extra=body
-    )
-
-
-DBB_REPLIES = [
-    "Action: Operation\n```sql\nSELECT COUNT(*) FROM `Game Schedule`\n```",
-    'Action: Answer\nFinal Answer: ["1.0"]',
-]
-
-
-def dbbench_record(ws, n=4):
-    return json.loads((ws / "examples" / "dbbench" / "dev.jsonl").read_text().splitlines()[n])
 
 
 def test_token_level_rollout_is_stitched_from_the_servers_ids(exported):

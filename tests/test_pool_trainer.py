@@ -81,3 +81,41 @@ def test_rescue_batch_replaces_only_rescued_all_fail_groups_in_place():
 def test_splice_checks_group_sizes():
     with pytest.raises(ValueError, match="u1"):
         splice(BATCH, {"u1": [{"uid": "u1"}]})
+
+
+def test_a_group_result_counts_as_a_success_only_by_its_success_or_reward():
+    from types import SimpleNamespace
+
+    from harnessctl.pool.sampler import _success
+
+    assert _success({"reward": 1.0}) and not _success({"success": False, "reward": 0})
+    assert _success(SimpleNamespace(reward=0.5)) and not _success(SimpleNamespace(reward=0.0))
+    assert _success(True) and not _success(0.0)
+    with pytest.raises(TypeError, match="success"):  # truthy, but says nothing
+        _success(SimpleNamespace(messages=["hi"]))
+
+
+def test_token_ids_are_read_wherever_the_server_and_litellm_put_them():
+    from types import SimpleNamespace as NS
+
+    from harnessctl.gateway.llm import token_capture
+
+    def response(choice, **top):
+        return NS(choices=[NS(**{"token_ids": None, "logprobs": None, **choice})], **top)
+
+    def entries(*tokens, ids=None):
+        return NS(content=[
+            NS(token=t, logprob=-0.5, id=None if ids is None else ids[n])
+            for n, t in enumerate(tokens)
+        ])  # fmt: skip
+
+    vllm = response({"token_ids": [5, 6], "logprobs": entries("a", "b")}, prompt_token_ids=[1])
+    assert token_capture(vllm) == ([1], [5, 6], [-0.5, -0.5])
+    older = response({"provider_specific_fields": {"token_ids": [7]}})  # litellm <= 1.82
+    assert token_capture(older) == (None, [7], None)
+    llama = response({"logprobs": entries("x", "y", ids=[11, 12])})
+    assert token_capture(llama) == (None, [11, 12], [-0.5, -0.5])
+    as_tokens = response({"logprobs": entries("token_id:3", "token_id:4")})
+    assert token_capture(as_tokens)[1] == [3, 4]
+    plain = response({"logprobs": entries("x", "y")})  # no ids anywhere: none made up
+    assert token_capture(plain) == (None, None, [-0.5, -0.5])

@@ -1,35 +1,52 @@
-"""SkyRL: a generator wrapper that rescues all-fail groups of each generate() call."""
+"""SkyRL (skyrl 0.4.0): rescue all-fail GRPO groups inside generate(), engines still awake.
 
-from harnessctl.pool import EndpointPolicy, Pool
-from harnessctl.pool.trainer import rescue_batch
+SkyRL's own entrypoint with one change: the generator is wrapped by
+``harnessctl.integrations.skyrl.RescuingGenerator``. Each dataset row carries its task's raw
+record in a ``harnessctl_task`` column (SkyRL passes the extra columns as ``env_extras``).
+
+    python examples/trainers/skyrl_generator.py trainer.policy.model.path=Qwen/Qwen3-8B ...
+
+(skyrl-train 0.3.1: the same classes under ``skyrl_train.*``; pass ``endpoint=`` the HTTP
+endpoint's ``http://host:port/v1``.)
+"""
+
+import sys
+
+import ray
+from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
+from skyrl.train.config import SkyRLTrainConfig
+from skyrl.train.entrypoints.main_base import BasePPOExp, validate_cfg
+from skyrl.train.utils import initialize_ray
+
+from harnessctl.integrations.skyrl import RescuingGenerator
+from harnessctl.pool import Pool
+
+POOL = "pools/dbbench-pool"  # verified on load; frozen for the whole run
 
 
-class RescuingGenerator:
-    def __init__(self, inner, pool_path, base_url, model, k=2):
-        self.inner = inner
-        self.pool = Pool.load(pool_path)
-        self.policy = EndpointPolicy(base_url, model)
-        self.k = k
-        self.step = 0
-
-    async def generate(self, inputs):
-        output = await self.inner.generate(inputs)
-        samples = [
-            {"uid": uid, "reward": reward, "record": env_extra["record"]}
-            for uid, reward, env_extra in zip(
-                inputs["trajectory_ids"], output["rewards"], inputs["env_extras"], strict=True
-            )
-        ]
-        result = rescue_batch(
-            self.pool,
-            samples,
-            self.policy,
-            task_of=lambda s: s["record"],
-            convert=lambda out, s: {**s, "reward": out.reward, "messages": out.messages},
-            k=self.k,
-            seed=self.step,
+class RescuePPOExp(BasePPOExp):
+    def get_generator(self, cfg, tokenizer, inference_engine_client):
+        return RescuingGenerator(
+            super().get_generator(cfg, tokenizer, inference_engine_client),
+            Pool.load(POOL),
+            model=resolve_policy_model_name(cfg),  # the name the engines serve the policy as
+            endpoint=inference_engine_client,  # its get_endpoint_url() + "/v1"
+            k=2,
+            max_concurrency=8,
         )
-        self.step += 1
-        output["rewards"] = [s["reward"] for s in result.samples]
-        output["rescued_groups"] = result.rescued_uids
-        return output
+
+
+@ray.remote(num_cpus=1)
+def skyrl_entrypoint(cfg):
+    RescuePPOExp(cfg).run()
+
+
+def main() -> None:
+    cfg = SkyRLTrainConfig.from_cli_overrides(sys.argv[1:])
+    validate_cfg(cfg)
+    initialize_ray(cfg)
+    ray.get(skyrl_entrypoint.remote(cfg))
+
+
+if __name__ == "__main__":
+    main()

@@ -7,6 +7,7 @@ of upstream attempts is known, recorded and deterministic.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -243,8 +244,9 @@ def token_capture(response: Any) -> tuple[list[int] | None, list[int] | None, li
     completion ids are taken from there when every entry has one.
     """
     choice = response.choices[0]
+    extra = _field(choice, "provider_specific_fields") or {}  # where older litellm puts them
     prompt_ids = _int_list(_field(response, "prompt_token_ids"))
-    completion_ids = _int_list(_field(choice, "token_ids"))
+    completion_ids = _int_list(_field(choice, "token_ids")) or _int_list(_field(extra, "token_ids"))
     logprobs = None
     content = _field(_field(choice, "logprobs"), "content")
     if isinstance(content, list) and content:
@@ -253,7 +255,16 @@ def token_capture(response: Any) -> tuple[list[int] | None, list[int] | None, li
             logprobs = [float(v) for v in values]
         if completion_ids is None:
             completion_ids = _int_list([_field(entry, "id") for entry in content])
+        if completion_ids is None:  # vLLM's --return-tokens-as-token-ids: "token_id:<id>"
+            completion_ids = _int_list([_token_id(_field(entry, "token")) for entry in content])
     return prompt_ids, completion_ids, logprobs
+
+
+def _token_id(token: Any) -> int | None:
+    if isinstance(token, str) and token.startswith("token_id:"):
+        with contextlib.suppress(ValueError):
+            return int(token[len("token_id:") :])
+    return None
 
 
 def _int_list(value: Any) -> list[int] | None:

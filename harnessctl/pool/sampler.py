@@ -52,11 +52,21 @@ class RescueResult:
 
 
 def _success(result) -> bool:
+    """Whether one of a group's results succeeded: its ``success``, else its ``reward`` > 0
+    (attribute or key), else a bare number or bool. Anything else is refused: a trainer's
+    object that is merely truthy must never count as a success."""
+    if isinstance(result, dict):
+        return bool(result.get("success") or float(result.get("reward") or 0) > 0)
     if hasattr(result, "success"):
         return bool(result.success)
-    if isinstance(result, dict):
-        return bool(result.get("success") or result.get("reward", 0) > 0)
-    return bool(result)
+    if hasattr(result, "reward"):
+        return float(result.reward or 0) > 0
+    if isinstance(result, bool | int | float):
+        return result > 0
+    raise TypeError(
+        f"cannot tell whether a {type(result).__name__} succeeded: give the group's results "
+        "as objects or dicts with 'success' or 'reward'"
+    )
 
 
 def _outcome(result) -> str:

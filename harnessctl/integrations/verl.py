@@ -1,0 +1,276 @@
+"""verl (0.8, 0.9): rescue all-fail GRPO groups while the rollout servers are awake.
+
+Importing this module imports verl; it follows ``verl/experimental/agent_loop/agent_loop.py``
+and ``verl/protocol.py`` of verl 0.9.1 (0.8.0 has the same shape). Two pieces, wired by
+configuration::
+
+    actor_rollout_ref.rollout.agent.agent_loop_manager_class=harnessctl.integrations.verl.RescueAgentLoopManager
+    actor_rollout_ref.rollout.agent.agent_loop_config_path=rescue.yaml   # registers the loop below
+    # environment: HARNESSCTL_POOL=pools/dbbench-pool (the frozen pool, verified on load)
+
+- :class:`RescueAgentLoopManager` runs verl's own ``generate_sequences`` first, then, still
+  inside it (verl >= 0.8 puts the replicas to sleep only after it returns), finds every
+  ``uid`` group whose rows all scored <= 0 (``rm_scores``: the reward loop must score inside
+  the agent loop, verl's default when no colocated reward model is used), routes each to the
+  pool's Top-k siblings, and sends those rows back to its agent-loop workers with
+  ``agent_name = "harnessctl_rescue"``. A group is replaced, row for row in place, only when
+  at least one fresh rollout succeeded and every one gave a usable token sequence.
+- :class:`HarnessRescueAgentLoop` (``harnessctl_rescue``) plays one such row: one rollout of
+  the row's task under the sibling and seed the manager chose, against the replica's
+  OpenAI-compatible endpoint with token capture, and returns verl's ``AgentLoopOutput``
+  built from that one rollout: its prompt ids, response ids and mask (1 on the policy's
+  tokens, 0 on what the harness added), its logprobs, its reward. verl then pads, scores
+  and batches it like any other row, so every tensor of a replaced row comes from the same
+  sibling rollout.
+
+The row's task is its ``extra_info["harnessctl_task"]`` (a raw task record of the pool's
+environment) unless ``task_key`` names another ``extra_info`` key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from typing import Any
+
+from verl.experimental.agent_loop.agent_loop import (  # type: ignore[import-not-found]
+    AgentLoopBase,
+    AgentLoopManager,
+    AgentLoopMetrics,
+    AgentLoopOutput,
+    register,
+)
+from verl.protocol import DataProto  # type: ignore[import-not-found]
+
+from ..pool import EndpointPolicy, Pool
+from ..pool.sampler import RescueResult, plan_group
+from ..pool.tokens import NoTokenIds
+
+AGENT_NAME = "harnessctl_rescue"
+SLOT = "harnessctl_rescue"  # the non-tensor column a rescue row carries (JSON)
+ENV_POOL = "HARNESSCTL_POOL"
+ENV_ENDPOINT = "HARNESSCTL_RESCUE_ENDPOINT"
+
+_pools: dict[str, Pool] = {}
+_pools_lock = threading.Lock()
+
+
+def load_pool(path: str) -> Pool:
+    """The pool at ``path``, loaded (and verified) once per process."""
+    with _pools_lock:
+        if path not in _pools:
+            _pools[path] = Pool.load(path)
+        return _pools[path]
+
+
+def task_of(extra_info: Any, task_key: str = "harnessctl_task") -> Any:
+    info = extra_info if isinstance(extra_info, dict) else {}
+    if task_key not in info:
+        raise KeyError(
+            f"the row's extra_info has no {task_key!r}: put the task's raw record there (or set "
+            "task_key) so that a harness of the pool can run it"
+        )
+    return info[task_key]
+
+
+@register(AGENT_NAME)
+class HarnessRescueAgentLoop(AgentLoopBase):
+    """One rescue rollout of one row (see the module doc)."""
+
+    def __init__(self, *args: Any, task_key: str = "harnessctl_task", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.task_key = task_key
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        slot = json.loads(kwargs[SLOT])
+        pool = load_pool(slot["pool"])
+        params = {k: sampling_params[k] for k in ("temperature", "top_p") if k in sampling_params}
+        policy = EndpointPolicy(slot["endpoint"], slot["model"], params, tokens=True)
+        task = task_of(kwargs.get("extra_info"), self.task_key)
+        started = time.monotonic()
+        output = await asyncio.to_thread(
+            pool.harness(slot["harness"]).rollout, task, policy, seed=int(slot["seed"])
+        )
+        took = time.monotonic() - started
+        limit = int(self.rollout_config.response_length)
+        meta = {
+            "harness": output.harness,
+            "rollout_id": output.rollout_id,
+            "seed": output.seed,
+            "outcome": output.outcome,
+        }
+        try:
+            seq = output.tokens()
+        except NoTokenIds as exc:
+            seq, meta["unusable"] = None, str(exc)
+        if seq is not None and not seq.append_only:
+            meta["unusable"] = seq.reason
+        if seq is None or not seq.append_only:  # a placeholder the manager never splices
+            first = (
+                output.calls[0].prompt_ids if output.calls and output.calls[0].prompt_ids else [0]
+            )
+            return AgentLoopOutput(
+                prompt_ids=list(first),
+                response_ids=[0],
+                response_mask=[0],
+                reward_score=0.0,
+                metrics=AgentLoopMetrics(generate_sequences=took),
+                extra_fields={SLOT: json.dumps(meta)},
+            )
+        meta["truncated"] = len(seq.response_ids) > limit
+        return AgentLoopOutput(
+            prompt_ids=seq.prompt_ids,
+            response_ids=seq.response_ids[:limit],
+            response_mask=seq.response_mask[:limit],
+            response_logprobs=seq.logprobs[:limit] if seq.logprobs is not None else None,
+            reward_score=float(output.reward),
+            num_turns=2 * seq.num_turns,
+            metrics=AgentLoopMetrics(generate_sequences=took),
+            extra_fields={SLOT: json.dumps(meta)},
+        )
+
+
+class RescueAgentLoopManager(AgentLoopManager):
+    """verl's agent-loop manager plus the Harness-S rescue (see the module doc).
+
+    Settings come from the environment, as verl builds the manager itself:
+    ``HARNESSCTL_POOL`` (required), ``HARNESSCTL_RESCUE_ENDPOINT`` (the replicas'
+    OpenAI-compatible base URL; default: the first address the manager's server handles
+    report), ``HARNESSCTL_RESCUE_K`` (Top-k, 2). ``last_rescue`` describes the last step's
+    rescue (tried, replaced, and per replaced row the sibling rollout it came from).
+    """
+
+    rescue_k = 2
+    last_rescue: dict[str, Any]
+
+    def rescue_endpoint(self) -> str:
+        configured = os.environ.get(ENV_ENDPOINT)
+        if configured:
+            return configured
+        for attr in ("server_addresses", "addresses"):
+            addresses = getattr(self, attr, None) or getattr(self.llm_client, attr, None)
+            if addresses:
+                return f"http://{addresses[0]}/v1"
+        raise RuntimeError(
+            f"set {ENV_ENDPOINT} to the rollout replicas' OpenAI-compatible base URL "
+            "(http://HOST:PORT/v1): this verl version does not expose their addresses here"
+        )
+
+    async def generate_sequences(self, prompts: DataProto) -> DataProto:
+        out = await super().generate_sequences(prompts)
+        self.last_rescue = {"tried": [], "replaced": [], "rows": {}}
+        if prompts.meta_info.get("validate") or "rm_scores" not in out.batch:
+            return out
+        pool_path = os.environ.get(ENV_POOL)
+        if not pool_path:
+            raise RuntimeError(f"set {ENV_POOL} to the exported pool's directory")
+        pool = load_pool(pool_path)
+        k = int(os.environ.get("HARNESSCTL_RESCUE_K", self.rescue_k))
+        scores = [float(s) for s in out.batch["rm_scores"].sum(-1).tolist()]
+        uids = list(prompts.non_tensor_batch["uid"])
+        groups: dict[Any, list[int]] = {}
+        for i, uid in enumerate(uids):
+            groups.setdefault(uid, []).append(i)
+        rows, slots = [], []
+        base_seed = int(prompts.meta_info.get("global_steps", 0)) * 100_003
+        for n, (uid, idx) in enumerate(groups.items()):
+            if any(scores[i] > 0 for i in idx):
+                continue
+            task = task_of(prompts.non_tensor_batch["extra_info"][idx[0]])
+            failed = [{"success": False, "outcome": "wrong_answer"} for _ in idx]
+            plan = plan_group(pool, task, failed, k=k, seed=base_seed + 1000 * n, uid=uid)
+            self.last_rescue["tried"].append(uid)
+            if isinstance(plan, RescueResult):
+                continue
+            rows += idx
+            slots += plan
+        if not rows:
+            return out
+        rescued = await self._rescue_rows(prompts, rows, slots, pool_path)
+        return self._splice(out, rescued, rows, slots, set(prompts.non_tensor_batch))
+
+    async def _rescue_rows(self, prompts: DataProto, rows: list[int], slots: list, pool_path: str):
+        sub = prompts.select_idxs(rows)
+        import numpy as np
+
+        endpoint, model = self.rescue_endpoint(), str(self.config.actor_rollout_ref.model.path)
+        column = [
+            json.dumps(
+                {
+                    "pool": pool_path,
+                    "harness": s.harness,
+                    "seed": s.seed,
+                    "endpoint": endpoint,
+                    "model": model,
+                }  # fmt: skip
+            )
+            for s in slots
+        ]
+        sub.non_tensor_batch[SLOT] = np.array(column, dtype=object)
+        sub.non_tensor_batch["agent_name"] = np.array([AGENT_NAME] * len(rows), dtype=object)
+        workers = self.agent_loop_workers
+        parts = [list(range(len(rows)))[i :: len(workers)] for i in range(len(workers))]
+        parts = [p for p in parts if p]
+        done = await asyncio.gather(
+            *[
+                w.generate_sequences.remote(sub.select_idxs(p))
+                for w, p in zip(workers, parts, strict=False)
+            ]
+        )
+        order = [i for p in parts for i in p]  # where each part's rows sit in ``rows``
+        merged = DataProto.concat(list(done))
+        inverse = sorted(range(len(order)), key=order.__getitem__)
+        return merged.select_idxs(inverse)
+
+    def _splice(self, out: DataProto, rescued: DataProto, rows: list[int], slots: list, inputs):
+        """``out`` with each rescued group's rows replaced by its rescue rows, in place.
+
+        A replacement row keeps the input columns of the row it replaces (``uid``,
+        ``extra_info``, ``agent_name``...: verl checks them when it joins the batch back) and
+        takes every generated tensor and column from its own rescue rollout."""
+        scores = [float(s) for s in rescued.batch["rm_scores"].sum(-1).tolist()]
+        metas = [json.loads(m) for m in rescued.non_tensor_batch.pop(SLOT)]
+        by_uid: dict[Any, list[int]] = {}
+        for j, slot in enumerate(slots):
+            by_uid.setdefault(slot.uid, []).append(j)
+        source = [("out", i) for i in range(len(out))]
+        for uid, js in by_uid.items():
+            usable = all("unusable" not in metas[j] for j in js)
+            if usable and any(scores[j] > 0 for j in js):
+                for j in js:
+                    source[rows[j]] = ("rescued", j)
+                    self.last_rescue["rows"][rows[j]] = metas[j]
+                self.last_rescue["replaced"].append(uid)
+        if not self.last_rescue["replaced"]:
+            return out
+        missing = [key for key in out.batch.keys() if key not in rescued.batch]  # noqa: SIM118
+        if missing:  # e.g. the base rows have rollout_log_probs and the rescue rows none
+            self.last_rescue.update(replaced=[], rows={}, skipped=f"rescue rows lack {missing}")
+            return out
+        extra = [key for key in rescued.batch.keys() if key not in out.batch]  # noqa: SIM118
+        if extra:
+            rescued.pop(batch_keys=extra)
+        columns = rescued.non_tensor_batch
+        for key in list(columns):
+            if key in inputs or key == "agent_name" or key not in out.non_tensor_batch:
+                columns.pop(key)
+        for key, values in out.non_tensor_batch.items():
+            if key not in columns:  # an input column, or one only the base rows have
+                columns[key] = values[rows]
+        pieces, run = [], []
+        for i, (name, at) in enumerate(source):
+            if run and run[0][0] != name:
+                pieces.append(run)
+                run = []
+            run.append((name, at))
+            if i == len(source) - 1:
+                pieces.append(run)
+        parts = [
+            (out if p[0][0] == "out" else rescued).select_idxs([at for _, at in p]) for p in pieces
+        ]
+        merged = DataProto.concat(parts)
+        merged.meta_info = out.meta_info
+        return merged
