@@ -22,6 +22,7 @@ import secrets
 import socketserver
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -156,7 +157,7 @@ class Gateway:
         """Bind and serve in a daemon thread; sets ``address`` (and ``socket_path``)."""
         if self._server is not None:
             raise RuntimeError("gateway already started")
-        env_routes = {
+        env_routes: dict[str, Callable[[Any, bytes], Response]] = {
             path: functools.partial(self._episode, path=path)
             for path in (episodes.RESET_PATH, episodes.STEP_PATH)
         }

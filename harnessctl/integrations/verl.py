@@ -36,14 +36,14 @@ import threading
 import time
 from typing import Any
 
-from verl.experimental.agent_loop.agent_loop import (  # type: ignore[import-not-found]
+from verl.experimental.agent_loop.agent_loop import (
     AgentLoopBase,
     AgentLoopManager,
     AgentLoopMetrics,
     AgentLoopOutput,
     register,
 )
-from verl.protocol import DataProto  # type: ignore[import-not-found]
+from verl.protocol import DataProto
 
 from ..pool import EndpointPolicy, Pool
 from ..pool.sampler import RescueResult, plan_group
@@ -260,7 +260,8 @@ class RescueAgentLoopManager(AgentLoopManager):
         for key, values in out.non_tensor_batch.items():
             if key not in columns:  # an input column, or one only the base rows have
                 columns[key] = values[rows]
-        pieces, run = [], []
+        pieces: list[list[tuple[str, int]]] = []
+        run: list[tuple[str, int]] = []
         for i, (name, at) in enumerate(source):
             if run and run[0][0] != name:
                 pieces.append(run)
