@@ -147,7 +147,10 @@ def test_routing_beats_random_topk_on_held_out_failures(ws, profiled) -> None:
             routed[row.seed] += any(results[c.name][key] for c in top)
             good = sum(results[name][key] for name in results)
             rand[row.seed] += 1 - comb(n - good, k) / comb(n, k)  # a random k-subset hits
-        assert sum(routed) > 1.5 * sum(rand), (k, routed, rand)
+        # a random pair already holds each rescuing sibling with probability 2/n (with one
+        # rescuer among three siblings, no router can do better than 1.5x random at k=2)
+        margin = 1.5 if k == 1 else 1.25
+        assert sum(routed) > margin * sum(rand), (k, len(specs), routed, rand)
         assert sum(r > q for r, q in zip(routed, rand, strict=True)) >= SEEDS - 1, (routed, rand)
 
 

@@ -218,7 +218,7 @@ def test_replies_a_real_server_can_give_are_recorded_and_classified(ws, model):
     other = f"sqlite:///{ws.parent / 'provoked.db'}"
     eos = json.dumps({"2": 100})  # <|im_end|> first: the model says nothing
     unicode = 'root ::= "Action: Answer\\nFinal Answer: [\\"Привет 数据 🚀\\"]"'
-    long = 'root ::= "x"+'
+    long = 'root ::= "x" root'  # never complete: only the reply limit ends it
     broken = 'root ::= "Action: Operation\\n```sql\\nSELECT (((" [a-z ]*'
     cases = {
         "dev-000": ["--param", f"logit_bias={eos}"],

@@ -112,7 +112,9 @@ def test_report_shows_lineage_heatmap_rescues_and_costs(evolved):
     html = out.read_text(encoding="utf-8")
     page = parse(html)
     names = ["dbbench-base", *(v["name"] for v in result["best"].values())]
-    assert len(names) == 4 and summary["harnesses"] == names  # lineage order
+    # base and at least two accepted siblings (which directions pass the sign test depends
+    # on the seeded failure batch, and so on the evolve id)
+    assert len(names) >= 3 and summary["harnesses"] == names  # lineage order
     assert (summary["split"], summary["policy"]) == ("train", "sim/dbbench")
     for name in names:
         assert name in page.text["lineage-tree"]
@@ -121,7 +123,12 @@ def test_report_shows_lineage_heatmap_rescues_and_costs(evolved):
         assert name in page.text["cost-harness"]
     for direction in DIRECTIONS:  # each edge carries its direction and reward
         edit = next(e for e in result["edits"] if e["direction"] == direction)
-        assert f"{direction} · reward {edit['reward']:+.3f}" in page.text["lineage-tree"]
+        if edit["status"] == "accepted":
+            assert f"{direction} · reward {edit['reward']:+.3f}" in page.text["lineage-tree"]
+        else:  # evaluated, not accepted: on its parent, with its p-value
+            assert re.search(
+                rf"{edit['status']}\s+{direction} r1\.0: p=", page.text["lineage-tree"]
+            )
     # The rejected proposal hangs on its parent with its reason.
     assert re.search(r"rejected\s+termination r1\.0: does_not_apply", page.text["lineage-tree"])
     # No resource from anywhere else: every reference stays in the page.
