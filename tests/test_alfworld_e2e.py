@@ -179,6 +179,8 @@ def test_export_pool_and_the_pool_api_rescue(ws, profiled, siblings):
     task = load_suite(ws / SUITE).all_tasks.by_id()[failed.task_id]
     with Pool.load(out) as pool:
         assert sorted(pool.names) == sorted([BASE, *siblings])
+        session = pool.session()  # the environment's budgets, as eval uses them
+        assert (session.max_calls, session.max_tokens) == (60, 400_000)
         sim = Policy("sim/alfworld")
         group = [pool.base.rollout(task, sim, seed=failed.seed)]
         assert not group[0].success and group[0].outcome == "invalid_format"

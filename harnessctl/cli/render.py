@@ -99,7 +99,7 @@ def handle_errors(func, exit_code: int | None = None):
             return func(*args, **kwargs)
         except HarnessctlError as exc:
             print_error(exc)
-            raise typer.Exit(exit_code or getattr(exc, "exit_code", 2)) from None
+            raise typer.Exit(int(exit_code or getattr(exc, "exit_code", 2) or 2)) from None
         except KeyboardInterrupt:
             err_console().print(
                 "[yellow]interrupted:[/] everything finished is stored; run the same command "

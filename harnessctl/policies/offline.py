@@ -120,7 +120,7 @@ def respond(
     prompt_texts = [text_of(m.get("content") if isinstance(m, dict) else m) for m in messages or []]
     call_index = tags.get("call_index", read_history(messages).turn)
     digest = hashlib.sha256(f"{rollout_id}:{call_index}".encode()).hexdigest()[:24]
-    message = model_response.choices[0].message  # type: ignore[union-attr]
+    message = model_response.choices[0].message
     message.content = content
     if calls:
         message.tool_calls = tool_call_objects(calls, digest)
@@ -155,7 +155,7 @@ class OfflineProvider(CustomLLM):
             kwargs.get("litellm_params"),
         )
 
-    async def acompletion(  # type: ignore[override]
+    async def acompletion(
         self, model: str, messages: list, *args: Any, **kwargs: Any
     ) -> ModelResponse:
         # Pure CPU work in microseconds: no reason to hop to a thread.
@@ -174,7 +174,7 @@ class OfflineProvider(CustomLLM):
 def _as_chunk(response: ModelResponse) -> GenericStreamingChunk:
     usage = response.usage  # type: ignore[attr-defined]
     return {
-        "text": response.choices[0].message.content or "",  # type: ignore[union-attr]
+        "text": response.choices[0].message.content or "",
         "tool_use": None,
         "is_finished": True,
         "finish_reason": "stop",

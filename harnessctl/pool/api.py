@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_TOKENS
 from ..envs import Task, get_environment
 from ..errors import HarnessctlError, InfraError
 from ..harness import HarnessSpec, check_environment, load_harness
@@ -229,29 +230,47 @@ class PoolHarness:
 
 
 class Pool:
-    """A verified, frozen pool. Use as a context manager (or call ``close``)."""
+    """A verified, frozen pool. Use as a context manager (or call ``close``).
+
+    Rollouts run under ``limits`` and the call and token budgets ``max_calls`` and
+    ``max_tokens`` (None: the environment's own defaults, as ``harnessctl eval`` uses)."""
 
     def __init__(
-        self, root: Path, manifest: dict, *, sandbox: str = "local", limits: Limits | None = None
+        self,
+        root: Path,
+        manifest: dict,
+        *,
+        sandbox: str | None = "local",
+        limits: Limits | None = None,
+        max_calls: int | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         self.root = root
         self.manifest = manifest
-        self.sandbox = sandbox
+        self.sandbox = sandbox or "local"
         self.limits = limits or Limits()
+        self.max_calls, self.max_tokens = max_calls, max_tokens
         self._harnesses: dict[str, PoolHarness] = {}
         self._session: Any = None
         self._lock = threading.Lock()
 
     @classmethod
     def load(
-        cls, path: str | Path, *, sandbox: str = "local", limits: Limits | None = None
+        cls,
+        path: str | Path,
+        *,
+        sandbox: str | None = "local",
+        limits: Limits | None = None,
+        max_calls: int | None = None,
+        max_tokens: int | None = None,
     ) -> Pool:
         root = Path(path)
         if root.is_file() and root.name.endswith(".tar.gz"):
             root = _unpack(root)
         check_pool(root)
         manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-        pool = cls(root, manifest, sandbox=sandbox, limits=limits)
+        budgets = {"max_calls": max_calls, "max_tokens": max_tokens}
+        pool = cls(root, manifest, sandbox=sandbox, limits=limits, **budgets)
         for entry in manifest["harnesses"]:
             pool._harnesses[entry["name"]] = PoolHarness(pool, entry)
         return pool
@@ -313,9 +332,12 @@ class Pool:
         with self._lock:
             if self._session is None:
                 env = get_environment(self.base.spec.manifest.env)
+                calls = self.max_calls or int(getattr(env, "max_calls", 0) or DEFAULT_MAX_CALLS)
+                tokens = self.max_tokens or int(getattr(env, "max_tokens", 0) or DEFAULT_MAX_TOKENS)
                 self._session = RolloutSession(
-                    env, sandbox=self.sandbox, limits=self.limits
-                ).start()
+                    env, sandbox=self.sandbox, limits=self.limits, max_calls=calls,
+                    max_tokens=tokens,
+                ).start()  # fmt: skip
             return self._session
 
     def close(self) -> None:

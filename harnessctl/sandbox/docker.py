@@ -359,6 +359,7 @@ class DockerSandbox:
         """Run one rollout in a clean container; never raises for engine failures."""
         started = time.monotonic()
         harness_dir = self._harness_dir(job)
+        assert self.root is not None, "the sandbox is not started"
         env_path = ":".join(
             f"/{rel}" for rel in stage_packages(self.root, job.packages, self._copy_lock)
         )

@@ -42,6 +42,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..errors import HarnessctlError
 from . import Job, SandboxResult, mark_owner, reap_stale, stage_packages
@@ -373,10 +374,11 @@ def _collect(proc: subprocess.Popen, deadline_of: Callable[[], float]) -> tuple[
     """Read stdout and stderr as they come, keeping the last ``TAIL_BYTES`` of each, until
     both close (or shortly after the runtime exits) or the deadline passes (``deadline_of``:
     it moves on while the rollout waits on the host)."""
-    tails = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    assert proc.stdout is not None and proc.stderr is not None  # started with PIPE
+    tails: dict[Any, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     sel = selectors.DefaultSelector()
     for pipe in tails:
-        os.set_blocking(pipe.fileno(), False)  # type: ignore[union-attr]
+        os.set_blocking(pipe.fileno(), False)
         sel.register(pipe, selectors.EVENT_READ)
     deadline = deadline_of()
     exited_at: float | None = None
