@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -98,9 +98,7 @@ def profile_command(
     out_dir = out or ws.root / "profiles"
     env = base_spec.manifest.env
     anchor = policy_of(ws, anchor_policy, anchor_param, env) if anchor_policy else None
-    sample: dict[str, Any] = dict(
-        anchor_policy=anchor, per_category=per_category, sample_seed=sample_seed
-    )
+    sample = dict(anchor_policy=anchor, per_category=per_category, sample_seed=sample_seed)
     drift = None
     with rollout_progress(err_console(), enabled=not as_json) as progress:
         if reanchor:
