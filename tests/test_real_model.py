@@ -68,8 +68,11 @@ def _check_rollouts(ws, model, store_url: str | None = None) -> list:
         assert row.outcome != "timeout", row.id  # the model's time is not the harness's
         trajectory = db.trajectory(row)
         assert trajectory.calls, row.id  # the ledger holds every model call
-        for call in trajectory.calls:
-            assert call.status == "ok" and call.prompt_tokens > 0, call
+        answered = [c for c in trajectory.calls if c.status == "ok"]
+        assert answered and all(c.prompt_tokens > 0 for c in answered), trajectory.calls
+        # the only refusal: the call budget (--max-calls), after the answered calls
+        refused = trajectory.calls[len(answered) :]
+        assert all(c.status == "budget_exceeded" for c in refused), refused
         assert sum(c.completion_tokens for c in trajectory.calls) > 0
         assert "api_base" in trajectory.policy.params  # recorded, no secret among them
     return rows
