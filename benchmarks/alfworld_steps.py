@@ -25,7 +25,7 @@ import statistics
 import time
 from pathlib import Path
 
-from harnessctl.envs import StepResult, get_environment
+from harnessctl.envs import Episode, StepResult, get_environment
 from harnessctl.envs.alfworld import AlfworldEnvironment
 from harnessctl.envs.alfworld.play import Game
 from harnessctl.gateway import Budget, Gateway
@@ -40,7 +40,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-class NullEpisode:
+class NullEpisode(Episode):
     """Answers every step at once: the socket path alone."""
 
     def reset(self) -> StepResult:

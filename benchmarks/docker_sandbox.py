@@ -58,8 +58,17 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harnessctl.constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_TOKENS
-from harnessctl.envs import runtime_binding
+from harnessctl.constants import (
+    DEFAULT_MAX_CALLS,
+    DEFAULT_MAX_TOKENS,
+    RT_ENV_ENV,
+    RT_ENV_GATEWAY,
+    RT_ENV_HARNESS,
+    RT_ENV_LIMITS,
+    RT_ENV_MANIFEST,
+    RT_ENV_TASK,
+    RT_ENV_TOKEN,
+)
 from harnessctl.gateway import Budget, Gateway
 from harnessctl.gateway.llm import get_litellm
 from harnessctl.harness import load_harness
@@ -248,13 +257,13 @@ class Episodes:
             "HOME": "/tmp",
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
-            "HXRT_GATEWAY": self.gateway.address,
-            "HXRT_TOKEN": token,
-            "HXRT_MANIFEST": self.harness.manifest.model_dump_json(),
-            "HXRT_LIMITS": json.dumps(LIMITS.rlimits()),
-            "HXRT_HARNESS_DIR": "/harness",
-            "HXRT_TASK_DIR": "/task",
-            "HXRT_ENV": json.dumps(runtime_binding(self.env)),
+            RT_ENV_GATEWAY: self.gateway.address,
+            RT_ENV_TOKEN: token,
+            RT_ENV_MANIFEST: self.harness.manifest.model_dump_json(),
+            RT_ENV_LIMITS: json.dumps(LIMITS.rlimits()),
+            RT_ENV_HARNESS: "/harness",
+            RT_ENV_TASK: "/task",
+            RT_ENV_ENV: json.dumps(self.env.runtime_binding()),
         }
         return rollout_id, token, env
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .runtime import wire
+
 # --- host-side settings (layers: built-in < harnessctl.yaml < HARNESSCTL_* env < flags) ---
 ENV_STORE_URL = "HARNESSCTL_STORE_URL"  # any SQLAlchemy URL; default: SQLite in .harnessctl/
 ENV_WORKSPACE = "HARNESSCTL_WORKSPACE"  # workspace root; default: nearest harnessctl.yaml upwards
@@ -35,12 +37,17 @@ SECRET_ENV_PREFIXES = (
     "OPENROUTER_",
 )
 
-# --- the contract between host and sandbox runtime (names mirrored in harnessctl/runtime) ---
-RT_ENV_GATEWAY = "HXRT_GATEWAY"  # unix:///path/to/socket or http://127.0.0.1:PORT
-RT_ENV_TOKEN = "HXRT_TOKEN"  # per-rollout capability token for the gateway (not a secret key)
-RT_ENV_HARNESS = "HXRT_HARNESS_DIR"
-RT_ENV_TASK = "HXRT_TASK_DIR"
-RT_ENV_LIMITS = "HXRT_LIMITS"  # JSON: rlimits the runtime applies to itself before harness code
+# --- the contract between host and sandbox runtime: defined once, in the stdlib-only
+# harnessctl/runtime/wire.py that the sandbox imports too; re-exported here ---
+RT_ENV_GATEWAY = wire.ENV_GATEWAY
+RT_ENV_TOKEN = wire.ENV_TOKEN
+RT_ENV_TOKEN_FILE = wire.ENV_TOKEN_FILE
+RT_ENV_MANIFEST = wire.ENV_MANIFEST
+RT_ENV_LIMITS = wire.ENV_LIMITS
+RT_ENV_ENV = wire.ENV_ENV
+RT_ENV_ENV_PATH = wire.ENV_ENV_PATH
+RT_ENV_HARNESS = wire.ENV_HARNESS_DIR
+RT_ENV_TASK = wire.ENV_TASK_DIR
 
 WORKSPACE_FILE = "harnessctl.yaml"
 STATE_DIR = ".harnessctl"

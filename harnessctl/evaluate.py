@@ -19,7 +19,7 @@ import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from .constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_TOKENS, INFRA_RETRIES
+from .constants import INFRA_RETRIES
 from .envs import TaskProblem
 from .errors import InfraError
 from .executors.base import EXECUTORS, Pending, Progress, check_executor, session_options
@@ -27,6 +27,7 @@ from .harness import HarnessSpec, check_environment, rollout_version
 from .outcomes import Outcome
 from .policy import Policy
 from .rollout import RolloutRecord, RolloutSession, check_run_config
+from .run.budget import resolve_budgets
 from .sandbox import Limits
 from .suite import Suite
 from .summary import EvalRecord, SkippedTask, Summary, summarize
@@ -48,10 +49,9 @@ class EvalRequest:
     sandbox: str = "local"
     limits: Limits = field(default_factory=Limits)
     max_calls: int | None = None
-    """Model calls per rollout; None: the environment's ``max_calls``, else 40."""
+    """Model calls per rollout; None: the environment's ``max_calls`` (``resolve_budgets``)."""
     max_tokens: int | None = None
-    """Prompt+completion tokens per rollout; None: the environment's ``max_tokens``, else
-    60,000 (a 50-step ALFWorld episode with its whole history in context needs more)."""
+    """Prompt+completion tokens per rollout; None: the environment's ``max_tokens``."""
     task_ids: list[str] | None = None
     pairs: list[tuple[str, int]] | None = None
     """Explicit (task id, seed) pairs; overrides task_ids x seeds (paired re-evaluation)."""
@@ -67,11 +67,10 @@ class EvalRequest:
     """Docker: one container per rollout instead of the hardened warm ones (no reuse)."""
 
     def __post_init__(self) -> None:
-        env = self.suite.environment
-        if self.max_calls is None:
-            self.max_calls = int(getattr(env, "max_calls", 0) or DEFAULT_MAX_CALLS)
-        if self.max_tokens is None:
-            self.max_tokens = int(getattr(env, "max_tokens", 0) or DEFAULT_MAX_TOKENS)
+        budgets = resolve_budgets(
+            self.suite.environment, max_calls=self.max_calls, max_tokens=self.max_tokens
+        )
+        self.max_calls, self.max_tokens = budgets.max_calls, budgets.max_tokens
 
 
 @dataclass

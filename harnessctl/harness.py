@@ -172,9 +172,7 @@ def runtime_version(env: Any = None) -> str:
 
     version = f"{PROTOCOL_VERSION}+{tree_hash(Path(__file__).parent / 'runtime')[:12]}"
     if env is not None:
-        from .envs import env_version
-
-        version += f"+{env_version(env)}"
+        version += f"+{env.cache_version()}"
     return version
 
 

@@ -9,7 +9,6 @@ API (``Pool.harness(name).rollout``) uses it directly for trainers.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import os
@@ -21,8 +20,15 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .constants import DEFAULT_MAX_STEPS
-from .envs import Environment, Task, runtime_binding, surface
+from .constants import (
+    ENV_GATEWAY_PORT,
+    RT_ENV_ENV,
+    RT_ENV_GATEWAY,
+    RT_ENV_LIMITS,
+    RT_ENV_MANIFEST,
+    RT_ENV_TOKEN,
+)
+from .envs import Environment, Episode, Task
 from .errors import ConfigError
 from .gateway.ledger import RolloutLedger
 from .gateway.protocol import redact
@@ -30,7 +36,6 @@ from .harness import HarnessSpec
 from .outcomes import Outcome, classify
 from .policy import Policy
 from .records import (
-    EnvStep,
     HarnessRef,
     ModelCall,
     PolicyRef,
@@ -39,6 +44,7 @@ from .records import (
     ScoreRecord,
     Trajectory,
 )
+from .run.budget import resolve_budgets
 from .sandbox import Job, Limits, Sandbox, SandboxResult, mark_owner, reap_stale
 
 MAX_EVENTS_BYTES = 4 * 1024 * 1024
@@ -84,8 +90,8 @@ class RolloutSession:
         *,
         sandbox: str = "local",
         limits: Limits | None = None,
-        max_calls: int = 40,
-        max_tokens: int = 60_000,
+        max_calls: int | None = None,
+        max_tokens: int | None = None,
         upstream_retries: int = 3,
         upstream_backoff_s: float = 0.5,
         sandbox_options: dict | None = None,
@@ -94,7 +100,8 @@ class RolloutSession:
         self.sandbox_name = sandbox
         self.sandbox_options = dict(sandbox_options or {})
         self.limits = limits or Limits()
-        self.max_calls, self.max_tokens = max_calls, max_tokens
+        # None: the environment's own (the one rule of ``resolve_budgets``)
+        self.budgets = resolve_budgets(env, max_calls=max_calls, max_tokens=max_tokens)
         self.upstream_retries, self.upstream_backoff_s = upstream_retries, upstream_backoff_s
         self._started = False
 
@@ -103,14 +110,15 @@ class RolloutSession:
         from .gateway.llm import get_litellm
         from .sandbox import get_sandbox
 
-        port = os.environ.get("HARNESSCTL_GATEWAY_PORT")
+        port = os.environ.get(ENV_GATEWAY_PORT)
         reap_stale()  # what a run killed with SIGKILL left behind
         self.workdir_root = Path(tempfile.mkdtemp(prefix="hxrun-"))
         mark_owner(self.workdir_root)
         os.chmod(self.workdir_root, 0o711)
-        max_steps = int(getattr(self.env, "max_steps", 0) or DEFAULT_MAX_STEPS)
         self.budget = Budget(
-            max_calls=self.max_calls, max_tokens=self.max_tokens, max_steps=max_steps
+            max_calls=self.budgets.max_calls,
+            max_tokens=self.budgets.max_tokens,
+            max_steps=self.budgets.max_steps,
         )
         self.gateway = Gateway(
             port=int(port) if port else None,
@@ -145,11 +153,11 @@ class RolloutSession:
         rollout_id = uuid.uuid4().hex
         workdir = self.workdir_root / rollout_id
         workdir.mkdir()
-        episode = None
+        episode: Episode | None = None
         try:
             self.env.prepare(task, workdir)
-            if surface(self.env) == "host":
-                episode = self.env.open_episode(task, seed)  # type: ignore[attr-defined]
+            if self.env.surface == "host":
+                episode = self.env.open_episode(task, seed)
             token = self.gateway.open_rollout(
                 rollout_id,
                 model=policy.model,
@@ -159,13 +167,13 @@ class RolloutSession:
                 episode=episode,
             )
             env = {
-                "HXRT_GATEWAY": self.gateway.address,
-                "HXRT_TOKEN": token,
-                "HXRT_MANIFEST": harness.manifest.model_dump_json(),
-                "HXRT_LIMITS": json.dumps(self.limits.rlimits()),
-                "HXRT_ENV": json.dumps(runtime_binding(self.env)),
+                RT_ENV_GATEWAY: self.gateway.address,
+                RT_ENV_TOKEN: token,
+                RT_ENV_MANIFEST: harness.manifest.model_dump_json(),
+                RT_ENV_LIMITS: json.dumps(self.limits.rlimits()),
+                RT_ENV_ENV: json.dumps(self.env.runtime_binding()),
             }
-            code = getattr(self.env, "sandbox_code", None)
+            code = self.env.sandbox_code
             job = Job(
                 rollout_id,
                 harness,
@@ -245,7 +253,7 @@ class RolloutSession:
             ),
             events=_read_events(workdir),
             calls=[_call_record(c) for c in ledger.calls],
-            steps=[EnvStep.model_validate(dataclasses.asdict(s)) for s in ledger.steps],
+            steps=list(ledger.steps),
             sandbox=SandboxRecord(
                 exit_code=result.exit_code,
                 timed_out=result.timed_out,

@@ -38,7 +38,7 @@ def tasks(env):
 
 def test_the_kind_is_host_served_with_one_tool_and_the_papers_step_limit(env):
     assert env.kind == "alfworld" and env.surface == "host"
-    assert env.tools == ["act"] and env.max_steps == 50
+    assert env.tools == ("act",) and env.max_steps == 50
     assert (env.directions / "repairs").is_dir()
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from harnessctl import envs
+from harnessctl.errors import ConfigError
 from harnessctl.envs import SandboxCode, Score, StepResult, Task, TaskProblem, TaskSet
 from harnessctl.evaluate import EvalRequest, evaluate
 from harnessctl.harness import load_harness, runtime_version
@@ -45,7 +46,7 @@ class CounterHarness(Harness):
 """
 
 
-class CounterEpisode:
+class CounterEpisode(envs.Episode):
     """Host state of one counter game; ``opened`` lets tests see every episode closed."""
 
     opened: list[CounterEpisode] = []
@@ -74,12 +75,12 @@ class CounterEpisode:
         self.closed = True
 
 
-class CounterEnvironment:
+class CounterEnvironment(envs.Environment):
     """A host-served toy: reach ``target`` from 0 (gold: the target, never shown)."""
 
     kind = "counter"
     surface = "host"
-    tools = ["act"]
+    tools = ("act",)
     max_steps = 6
     version = "1"
     crash_at: int | None = None
@@ -272,14 +273,64 @@ def test_in_sandbox_code_is_staged_read_only(tmp_path):
 
 def test_a_host_served_kind_without_open_episode_is_refused():
     class Broken(CounterEnvironment):
-        open_episode = None  # type: ignore[assignment]
+        open_episode = envs.Environment.open_episode  # back to the base's: no episodes
 
     envs.register_environment("broken-host", Broken)
     try:
-        with pytest.raises(Exception, match="host-served but has no open_episode"):
+        with pytest.raises(Exception, match="'broken-host' is host-served but has no open_epi"):
             envs.get_environment("broken-host")
     finally:
         envs.ENVIRONMENTS.unregister("broken-host")
+
+
+def test_an_object_that_is_not_an_environment_is_refused_naming_the_kind():
+    """A plugin that does not subclass the typed base (the old duck-typed shape) is refused
+    with the kind's name, before anything reads a member of it."""
+
+    class DuckTyped:
+        kind = "duck"
+
+        def load_tasks(self, path):
+            return TaskSet([])
+
+    class NoKind(CounterEnvironment):
+        kind = ""
+
+    class BadBudget(CounterEnvironment):
+        max_calls = 0
+
+    cases = [
+        (DuckTyped, "'ducktyped' is a DuckTyped, not a harnessctl.envs.Environment"),
+        (NoKind, "'nokind' does not set its kind"),
+        (BadBudget, "'badbudget': max_calls must be a positive integer"),
+    ]
+    for factory, message in cases:
+        name = factory.__name__.lower()
+        envs.register_environment(name, factory)
+        try:
+            with pytest.raises(ConfigError, match=message):
+                envs.get_environment(name)
+        finally:
+            envs.ENVIRONMENTS.unregister(name)
+
+
+def test_budgets_resolve_from_the_environment_unless_given():
+    """One rule for every caller: a given budget wins, else the environment's own."""
+    from harnessctl.run.budget import resolve_budgets
+
+    alfworld = envs.get_environment("alfworld")
+    own = resolve_budgets(alfworld)
+    assert (own.max_calls, own.max_tokens, own.max_steps) == (60, 400_000, 50)
+    assert resolve_budgets(alfworld, max_calls=7).max_calls == 7
+    dbbench = envs.get_environment("dbbench")
+    assert (resolve_budgets(dbbench).max_calls, resolve_budgets(dbbench).max_tokens) == (
+        40,
+        60_000,
+    )
+    session = RolloutSession(alfworld, max_tokens=1234)
+    assert (session.budgets.max_calls, session.budgets.max_tokens) == (60, 1234)
+    with pytest.raises(ConfigError, match="--max-calls"):
+        resolve_budgets(dbbench, max_calls=-1)
 
 
 def test_a_harness_runs_only_in_its_own_environment(counter, workspace):

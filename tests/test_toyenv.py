@@ -114,7 +114,7 @@ def test_the_plugin_is_found_through_its_entry_points():
 
     assert "toy" in known_environments() and "sim/toy" in OFFLINE_POLICIES.names()
     env = get_environment("toy")
-    assert env.surface == "host" and env.tools == ["act"] and env.max_steps > 0
+    assert env.surface == "host" and env.tools == ("act",) and env.max_steps > 0
     assert (Path(env.directions) / "repairs").is_dir()
 
 

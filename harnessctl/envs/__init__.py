@@ -13,6 +13,10 @@ The action surface comes in two forms:
   harness through the rollout's gateway socket and token (reset, step); gold and simulator
   state never leave the host, every step is recorded, a crash is an infrastructure error.
 
+Every kind subclasses :class:`Environment` (typed settings with defaults, four required
+methods) and, when host-served, returns :class:`Episode` subclasses; ``get_environment``
+refuses anything else, naming the kind.
+
 Kinds are resolved by one registry (:mod:`harnessctl.registry`): the builtins ``dbbench``
 and ``alfworld``,
 plugins registered in-process with ``register_environment``, the entry point group
@@ -22,13 +26,18 @@ docs/environments.md for how to write one.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal
 
+from harnessctl.constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS
 from harnessctl.errors import ConfigError
 from harnessctl.registry import Registry
+from harnessctl.runtime.wire import StepResult
 
 ENTRY_POINT_GROUP = "harnessctl.environments"
 
@@ -98,96 +107,138 @@ class SandboxCode:
         return tree_hash(self.path)[:12]
 
 
-@dataclass
-class StepResult:
-    """One answer of a host-served episode. ``observation`` and ``info`` reach the harness, so
-    they must hold nothing gold; ``info["error"]`` marks a step the environment rejected."""
+class Episode(ABC):
+    """A host-served environment's state for one rollout (subclass it). It lives on the host;
+    the harness reaches it through the gateway (``reset``, ``step``), every request recorded
+    in the trajectory as an :class:`harnessctl.records.EnvStep`. An exception raised here is
+    an infrastructure error of the rollout (retried), never the harness's failure."""
 
-    observation: str
-    done: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-@runtime_checkable
-class Episode(Protocol):
-    """A host-served environment's state for one rollout. It lives on the host; the harness
-    reaches it through the gateway (``reset``, ``step``), every step recorded in the trajectory.
-    An exception raised here is an infrastructure error of the rollout (retried), never the
-    harness's failure."""
-
+    @abstractmethod
     def reset(self) -> StepResult:
         """Start the episode (a harness may call it again to restart); the first observation."""
-        ...
 
+    @abstractmethod
     def step(self, tool: str, argument: str, arguments: dict[str, Any] | None) -> StepResult:
         """Take one action: a text ``argument`` or function-call ``arguments`` for ``tool``."""
-        ...
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - most episodes hold nothing to release
         """Release what the episode holds (a simulator process, a container)."""
-        ...
 
 
-@runtime_checkable
-class Environment(Protocol):
-    """What every environment kind provides (see the module docstring).
+ReplayScript = list[dict[str, Any]]
+"""A ``replay/<kind>`` script: one step per model turn, each ``{"text": reply in the text
+protocol, "tool_call": {"name", "arguments"}}``."""
 
-    Optional members, read with ``getattr``: ``surface`` (``"sandbox"``, the default, or
-    ``"host"``); for in-sandbox kinds ``sandbox_code`` (a :class:`SandboxCode`); for
-    host-served kinds ``tools`` (the action names the harness gets), ``max_steps`` (the
-    per-rollout step budget) and ``open_episode(task, seed) -> Episode``; ``max_calls`` and
-    ``max_tokens`` (the gateway's per-rollout default budgets, when 40 calls and 60,000
-    tokens are too few for the kind's episodes); ``version`` (a string
-    that changes when scoring or episodes change: part of the cache key); ``directions`` (a
-    directory of repair directions, with rule-based repairs under ``repairs/``); ``replay``
-    (``replay(task) -> list[dict]``, the gold action script for the ``replay/<kind>`` policy).
+
+class Environment(ABC):
+    """The base every environment kind subclasses, built-in or plugin (see the module
+    docstring and docs/environments.md). The class attributes below are the contract's
+    settings, each with its default; the four abstract methods are required, the others have
+    defaults. The registry refuses an object that is not an ``Environment``.
     """
 
-    kind: str
+    kind: str = ""
+    """The kind's name in suites and the registry (e.g. ``"dbbench"``); required."""
+    surface: Literal["sandbox", "host"] = "sandbox"
+    """``"sandbox"``: the state is files the runtime acts on (see ``sandbox_code``);
+    ``"host"``: an :class:`Episode` on the host, opened by ``open_episode``."""
+    sandbox_code: SandboxCode | None = None
+    """An in-sandbox kind's own stdlib-only package (its hash is in the cache key)."""
+    tools: tuple[str, ...] = ()
+    """A host-served kind's action names, the tools the harness gets."""
+    max_steps: int = DEFAULT_MAX_STEPS
+    """Environment steps per rollout (host-served); the gateway refuses more."""
+    max_calls: int = DEFAULT_MAX_CALLS
+    """The gateway's default model calls per rollout for this kind's episodes."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    """The gateway's default prompt+completion tokens per rollout for this kind."""
+    version: str = ""
+    """Changes when loading, episodes or scoring change what an outcome would be (cache key)."""
+    directions: Path | None = None
+    """A directory of repair directions, with the rule-based editor's repairs in ``repairs/``."""
 
+    @abstractmethod
     def load_tasks(self, path: Path) -> TaskSet:
         """Read a task file or directory; broken records become problems, the rest still load."""
-        ...
 
+    @abstractmethod
     def prepare(self, task: Task, workdir: Path) -> None:
         """Write the task's public material (no gold labels) into ``workdir``."""
-        ...
 
+    @abstractmethod
     def score(
         self, task: Task, workdir: Path, answer: str | None, episode: Episode | None = None
     ) -> Score:
         """Score the final state (``workdir`` or the host ``episode``) and the final answer."""
-        ...
 
+    @abstractmethod
     def oracle(self, task: Task) -> dict[str, Any]:
         """Everything about the task, gold included, for offline simulated policies."""
-        ...
+
+    def open_episode(self, task: Task, seed: int) -> Episode:
+        """A fresh episode for one rollout; a host-served kind must override it."""
+        raise ConfigError("env", f"{self.kind!r} is not host-served: it opens no episodes")
+
+    def replay(self, task: Task) -> ReplayScript | None:
+        """The gold as a script for the ``replay/<kind>`` policy; None: the kind has none."""
+        return None
+
+    def task_from_record(self, record: dict[str, Any], task_id: str | None = None) -> Task:
+        """A task from one raw record (one line of a task file; the Pool API's input). The
+        default takes the record as it is, its category from ``category`` (else ``task``);
+        override it to check records (raise ``ConfigError`` naming the field)."""
+        blob = json.dumps(record, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(blob.encode()).hexdigest()
+        category = record.get("category")
+        return Task(
+            id=task_id or f"task-{digest[:10]}",
+            env=self.kind,
+            category=category if isinstance(category, str) and category else "task",
+            record=record,
+            content_hash=digest,
+            source="<record>",
+        )
+
+    def runtime_binding(self) -> dict[str, Any]:
+        """What the sandboxed runtime is told about the environment (``HXRT_ENV``): no gold."""
+        if self.surface == "host":
+            return {"kind": self.kind, "surface": "host", "tools": list(self.tools)}
+        binding: dict[str, Any] = {"kind": self.kind, "surface": "sandbox"}
+        if self.sandbox_code is not None:
+            binding["package"] = self.sandbox_code.package
+        return binding
+
+    def cache_version(self) -> str:
+        """The environment's part of a rollout's cache key: kind, declared version and, for
+        an in-sandbox kind, the hash of its sandbox code."""
+        parts = [self.kind, str(self.version or "")]
+        if self.sandbox_code is not None:
+            parts.append(self.sandbox_code.version)
+        return ":".join(parts)
 
 
-def surface(env: Environment) -> str:
-    """``"host"`` for a host-served environment, ``"sandbox"`` otherwise."""
-    return "host" if getattr(env, "surface", "sandbox") == "host" else "sandbox"
-
-
-def runtime_binding(env: Environment) -> dict[str, Any]:
-    """What the sandboxed runtime is told about the environment (``HXRT_ENV``): no gold."""
-    if surface(env) == "host":
-        return {"kind": env.kind, "surface": "host", "tools": list(getattr(env, "tools", []))}
-    code: SandboxCode | None = getattr(env, "sandbox_code", None)
-    binding: dict[str, Any] = {"kind": env.kind, "surface": "sandbox"}
-    if code is not None:
-        binding["package"] = code.package
-    return binding
-
-
-def env_version(env: Environment) -> str:
-    """The environment's part of a rollout's cache key: its declared version and, for an
-    in-sandbox kind, the hash of its sandbox code."""
-    parts = [env.kind, str(getattr(env, "version", "") or "")]
-    code: SandboxCode | None = getattr(env, "sandbox_code", None)
-    if code is not None:
-        parts.append(code.version)
-    return ":".join(parts)
+def _check(kind: str, env: object) -> Environment:
+    """``env`` if it fulfils the contract; ``ConfigError`` naming ``kind`` and the fault."""
+    if not isinstance(env, Environment):
+        raise ConfigError(
+            "env",
+            f"{kind!r} is a {type(env).__name__}, not a harnessctl.envs.Environment: an "
+            "environment kind subclasses that base (docs/environments.md)",
+        )
+    if not env.kind:
+        raise ConfigError("env", f"{kind!r} does not set its kind")
+    if env.surface not in ("sandbox", "host"):
+        raise ConfigError("env", f"{kind!r}: surface must be 'sandbox' or 'host'")
+    if env.surface == "host":
+        if type(env).open_episode is Environment.open_episode:
+            raise ConfigError("env", f"{kind!r} is host-served but has no open_episode")
+        if not env.tools:
+            raise ConfigError("env", f"{kind!r} is host-served but names no tools")
+    for name in ("max_steps", "max_calls", "max_tokens"):
+        value = getattr(env, name)  # the contract's own fields, by name
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError("env", f"{kind!r}: {name} must be a positive integer")
+    return env
 
 
 ENVIRONMENTS: Registry[Environment] = Registry(
@@ -217,25 +268,17 @@ def get_environment(kind: str, **options: Any) -> Environment:
     the kind and the known ones when nothing matches; bad options raise the environment's own
     ``TypeError``/``ValueError``.
     """
-    env = ENVIRONMENTS.create(kind, **options)
-    if not isinstance(env, Environment):
-        raise ConfigError("env", f"{kind!r} does not provide the Environment interface")
-    if surface(env) == "host" and not callable(getattr(env, "open_episode", None)):
-        raise ConfigError("env", f"{kind!r} is host-served but has no open_episode(task, seed)")
-    return env
-
+    return _check(kind, ENVIRONMENTS.create(kind, **options))
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "ENVIRONMENTS",
     "Environment",
     "Episode",
+    "ReplayScript",
     "SandboxCode",
-    "StepResult",
-    "env_version",
-    "runtime_binding",
-    "surface",
     "Score",
+    "StepResult",
     "Task",
     "TaskProblem",
     "TaskSet",

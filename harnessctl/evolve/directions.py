@@ -66,7 +66,7 @@ def builtin_dir(family: str) -> Path | None:
     """The directions the environment ``family`` ships (its ``directions`` attribute)."""
     from ..envs import get_environment
 
-    folder = getattr(get_environment(family), "directions", None)
+    folder = get_environment(family).directions
     return Path(folder) if folder else None
 
 

@@ -1,7 +1,8 @@
 """Host-served environments behind the gateway: ``POST /v1/env/reset`` and ``/v1/env/step``.
 
 A rollout opened with an episode (:class:`harnessctl.envs.Episode`) may reset and step it with
-its bearer token. Each request is recorded as a :class:`StepRecord` in the rollout's ledger;
+its bearer token. Each request is recorded as a :class:`harnessctl.records.EnvStep` in the
+rollout's ledger (the record the trajectory stores);
 the step budget (``Budget.max_steps``) refuses steps once spent (400 ``step_budget_exceeded``,
 the runtime's ``step_limit``). An episode that raises is an infrastructure failure: the
 ledger's ``infra_error`` is set (the host retries the rollout) and the harness gets a 502.
@@ -16,30 +17,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..records import EnvStep
+from ..runtime.wire import RESET_PATH, STEP_BUDGET_EXCEEDED, STEP_PATH, StepResult
 from . import protocol
 from .transport import Response
 
-RESET_PATH = "/v1/env/reset"
-STEP_PATH = "/v1/env/step"
+__all__ = ["RESET_PATH", "STEP_PATH", "EpisodeSlot", "handle"]
 MAX_ARGUMENT_CHARS = 100_000
-
-
-@dataclass
-class StepRecord:
-    """One reset or step of a host-served episode, as the harness asked and the host answered."""
-
-    index: int
-    kind: str  # "reset" | "step"
-    tool: str | None
-    argument: str
-    arguments: dict[str, Any] | None
-    observation: str
-    done: bool
-    info: dict[str, Any]
-    status: str  # ok | rejected | step_budget_exceeded | env_error
-    error: str | None
-    latency_s: float
-    started_at: float
 
 
 @dataclass
@@ -50,7 +34,7 @@ class EpisodeSlot:
     max_steps: int
     steps_taken: int = 0
     done: bool = False
-    records: list[StepRecord] = field(default_factory=list)
+    records: list[EnvStep] = field(default_factory=list)
     # one request at a time per episode (simulators are not thread-safe); not the rollout's
     # lock, so a slow step never holds up the model calls' bookkeeping
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -92,14 +76,15 @@ def handle(rollout: Any, raw: bytes, *, path: str) -> Response:
         return 400, protocol.error_body("invalid_request_error", "bad_request", str(exc))
     with slot.lock:
         index = len(slot.records)
-        record = StepRecord(
-            index, kind, tool, argument, arguments, "", False, {}, "ok", None, 0.0, started
-        )
+        record = EnvStep(
+            index=index, kind=kind, tool=tool, argument=argument, arguments=arguments,
+            started_at=started,
+        )  # fmt: skip
         if kind == "step" and slot.steps_taken >= slot.max_steps:
-            record.status = "step_budget_exceeded"
+            record.status = STEP_BUDGET_EXCEEDED
             record.error = f"step budget exhausted: {slot.steps_taken} of {slot.max_steps} steps"
             slot.records.append(record)
-            code = "step_budget_exceeded"
+            code = STEP_BUDGET_EXCEEDED
             return 400, protocol.error_body(code, code, record.error)
         if kind == "step":
             slot.steps_taken += 1
@@ -126,4 +111,4 @@ def handle(rollout: Any, raw: bytes, *, path: str) -> Response:
             record.status = "rejected"
         slot.done = slot.done or done
         slot.records.append(record)
-    return 200, {"observation": observation, "done": done, "info": info}
+    return 200, StepResult(observation, done, info).to_wire()

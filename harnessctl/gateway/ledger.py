@@ -84,7 +84,7 @@ class RolloutLedger:
     rollout_id: str
     model: str
     calls: list[CallRecord] = field(default_factory=list)
-    #: Resets and steps of a host-served episode (``harnessctl.gateway.episodes.StepRecord``).
+    #: Resets and steps of a host-served episode (``harnessctl.records.EnvStep``).
     steps: list[Any] = field(default_factory=list)
     infra_error: str | None = None
     budget_exceeded: str | None = None

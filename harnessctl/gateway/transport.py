@@ -26,6 +26,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+from ..runtime.wire import CHAT_PATH, MODELS_PATH
 from . import protocol
 
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes on Linux, NUL included
@@ -203,7 +204,7 @@ def make_handler(
                     left -= len(chunk)
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/") != "/v1/models":
+            if self.path.rstrip("/") != MODELS_PATH:
                 self._not_found()
             elif (rollout := self._rollout()) is not None:
                 with self._slot(rollout) as ok:
@@ -212,7 +213,7 @@ def make_handler(
 
         def do_POST(self) -> None:
             path = self.path.rstrip("/")
-            route = chat if path == "/v1/chat/completions" else extra.get(path)
+            route = chat if path == CHAT_PATH else extra.get(path)
             if route is None:
                 self._discard_body()
                 self._not_found()

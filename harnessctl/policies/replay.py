@@ -30,10 +30,10 @@ class ReplayPolicy:
     def view(self, env: Any, task: Any) -> dict[str, Any]:
         if env.kind != self.kind:
             raise ConfigError("--policy", f"replay/{self.kind} cannot play {env.kind} tasks")
-        replay = getattr(env, "replay", None)
-        if not callable(replay):
+        script = env.replay(task)
+        if script is None:
             raise ConfigError("--policy", f"environment {env.kind!r} has no replay(task) script")
-        return {"replay": list(replay(task))}
+        return {"replay": list(script)}
 
     def reply(
         self,

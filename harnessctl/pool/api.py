@@ -10,14 +10,12 @@ out.reward, out.outcome, out.messages, out.usage, out.tokens().response_ids
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_TOKENS
 from ..envs import Task, get_environment
 from ..errors import HarnessctlError, InfraError
 from ..harness import HarnessSpec, check_environment, load_harness
@@ -145,24 +143,9 @@ class RolloutOutput:
 
 
 def task_from_record(record: dict, task_id: str | None = None, *, env: str) -> Task:
-    """A task of environment ``env`` from a raw record (one line of its task file): the
-    environment's own ``task_from_record`` when it has one (it checks the record), else a task
-    whose category is the record's ``category`` string (or ``task``)."""
-    environment = get_environment(env)
-    own = getattr(environment, "task_from_record", None)
-    if callable(own):
-        return own(record, task_id)
-    blob = json.dumps(record, sort_keys=True, separators=(",", ":"))
-    digest = hashlib.sha256(blob.encode()).hexdigest()
-    category = record.get("category")
-    return Task(
-        id=task_id or f"task-{digest[:10]}",
-        env=env,
-        category=category if isinstance(category, str) and category else "task",
-        record=record,
-        content_hash=digest,
-        source="<record>",
-    )
+    """A task of environment ``env`` from a raw record (one line of its task file), made by
+    the environment's ``task_from_record`` (which may check the record)."""
+    return get_environment(env).task_from_record(record, task_id)
 
 
 class PoolHarness:
@@ -332,11 +315,10 @@ class Pool:
         with self._lock:
             if self._session is None:
                 env = get_environment(self.base.spec.manifest.env)
-                calls = self.max_calls or int(getattr(env, "max_calls", 0) or DEFAULT_MAX_CALLS)
-                tokens = self.max_tokens or int(getattr(env, "max_tokens", 0) or DEFAULT_MAX_TOKENS)
+                # None: the environment's budgets, resolved by the session as eval does
                 self._session = RolloutSession(
-                    env, sandbox=self.sandbox, limits=self.limits, max_calls=calls,
-                    max_tokens=tokens,
+                    env, sandbox=self.sandbox, limits=self.limits, max_calls=self.max_calls,
+                    max_tokens=self.max_tokens,
                 ).start()  # fmt: skip
             return self._session
 

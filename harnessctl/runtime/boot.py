@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from . import wire
 from .client import GatewayClient
 from .env import EnvClient, EnvError
 from .harness import Harness, State
@@ -80,12 +81,12 @@ def main() -> None:
     sys.modules.setdefault("harnessctl_runtime", sys.modules[__package__])
     env = os.environ
     # the environment's own in-sandbox code (read-only copies staged by the backend)
-    for path in reversed([p for p in env.get("HXRT_ENV_PATH", "").split(os.pathsep) if p]):
+    for path in reversed([p for p in env.get(wire.ENV_ENV_PATH, "").split(os.pathsep) if p]):
         sys.path.insert(1, path)
-    task_dir = Path(env.get("HXRT_TASK_DIR", "/task"))
-    harness_dir = Path(env.get("HXRT_HARNESS_DIR", "/harness"))
-    apply_limits(json.loads(env.get("HXRT_LIMITS") or "{}"))
-    manifest = json.loads(env.get("HXRT_MANIFEST") or "{}")
+    task_dir = Path(env.get(wire.ENV_TASK_DIR, "/task"))
+    harness_dir = Path(env.get(wire.ENV_HARNESS_DIR, "/harness"))
+    apply_limits(json.loads(env.get(wire.ENV_LIMITS) or "{}"))
+    manifest = json.loads(env.get(wire.ENV_MANIFEST) or "{}")
     log = EventLog(task_dir / "events.jsonl")
     task = json.loads((task_dir / "task.json").read_text(encoding="utf-8"))
     state = State(task=task, max_rounds=15)

@@ -18,12 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-# Mirrors harnessctl.constants.RT_ENV_GATEWAY / RT_ENV_TOKEN (this package cannot import it).
-ENV_GATEWAY = "HXRT_GATEWAY"
-ENV_TOKEN = "HXRT_TOKEN"
-ENV_TOKEN_FILE = "HXRT_TOKEN_FILE"
+from .wire import CHAT_PATH, ENV_GATEWAY, ENV_TOKEN, ENV_TOKEN_FILE, MODELS_PATH
+
 _FILE_TOKENS: dict[str, str] = {}  # token files already read (and removed), by path
-CHAT_PATH = "/v1/chat/completions"
 
 
 class GatewayError(Exception):
@@ -181,7 +178,7 @@ class GatewayClient:
 
     def models(self) -> list[str]:
         """The model ids this rollout may use (exactly one: the rollout's policy)."""
-        status, payload = self._request("GET", "/v1/models", None)
+        status, payload = self._request("GET", MODELS_PATH, None)
         body = _json(payload)
         if status != 200:
             raise _error_for(status, body, payload)

@@ -9,13 +9,10 @@ step is recorded there. Standard library only.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from .client import GatewayClient, GatewayError
-
-RESET_PATH = "/v1/env/reset"
-STEP_PATH = "/v1/env/step"
+from .wire import RESET_PATH, STEP_BUDGET_EXCEEDED, STEP_PATH, StepResult
 
 
 class EnvError(Exception):
@@ -28,16 +25,6 @@ class StepLimit(Exception):
 
 class StepRefused(Exception):
     """The environment refused the request itself (malformed action)."""
-
-
-@dataclass
-class StepResult:
-    """What the environment answered: the observation text, whether the episode ended, and
-    public information (e.g. the admissible commands) the environment chose to share."""
-
-    observation: str
-    done: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 class EnvClient:
@@ -63,17 +50,12 @@ class EnvClient:
         if status != 200:
             error = data.get("error") if isinstance(data.get("error"), dict) else {}
             text = f"HTTP {status} ({error.get('code')}): {error.get('message') or ''}"
-            if status == 400 and error.get("code") == "step_budget_exceeded":
+            if status == 400 and error.get("code") == STEP_BUDGET_EXCEEDED:
                 raise StepLimit(text)
             if 400 <= status < 500:
                 raise StepRefused(text)
             raise EnvError(text)
-        info = data.get("info")
-        return StepResult(
-            observation=str(data.get("observation") or ""),
-            done=bool(data.get("done")),
-            info=info if isinstance(info, dict) else {},
-        )
+        return StepResult.from_wire(data)
 
     def reset(self) -> StepResult:
         """Start (or restart) the episode; the first observation."""

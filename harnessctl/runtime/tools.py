@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ENV_SPEC = "HXRT_ENV"  # mirrors harnessctl.constants.RT_ENV_ENV (this package cannot import it)
+from .wire import ENV_ENV as ENV_SPEC
 
 
 def env_spec() -> dict[str, Any]:

@@ -49,7 +49,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..constants import ENV_DOCKER_FRESH, RT_ENV_TOKEN
+from ..constants import (
+    ENV_DOCKER_FRESH,
+    RT_ENV_ENV_PATH,
+    RT_ENV_HARNESS,
+    RT_ENV_TASK,
+    RT_ENV_TOKEN,
+    RT_ENV_TOKEN_FILE,
+)
 from ..errors import HarnessctlError
 from . import Job, Limits, SandboxResult, stage_packages
 from .docker_files import copy_in, copy_out, read_only_tree, read_tail
@@ -69,7 +76,6 @@ SANDBOX_USER = "65534:65534"
 INIT_USER = "0:0"  # the idle init: another uid than the rollouts', and no capabilities
 LOG_DIR = "/hxlog"
 TOKEN_FILE = LOG_DIR + "/token"
-RT_ENV_TOKEN_FILE = "HXRT_TOKEN_FILE"  # read once by harnessctl_runtime.client
 SECCOMP_PROFILE = Path(__file__).with_name("docker_seccomp.json")
 SCRATCH = ("/tmp", "/dev/shm", "/dev/mqueue")  # writable by the sandbox user, wiped at boot
 SCRATCH_DIRTY = 86  # boot's exit status when it could not wipe what an earlier rollout left
@@ -414,9 +420,9 @@ class DockerSandbox:
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
             **job.env,
-            "HXRT_HARNESS_DIR": harness_dir,
-            "HXRT_ENV_PATH": env_path,
-            "HXRT_TASK_DIR": "/task",
+            RT_ENV_HARNESS: harness_dir,
+            RT_ENV_ENV_PATH: env_path,
+            RT_ENV_TASK: "/task",
         }
         # the token goes in a file the runtime reads, not in /proc/<pid>/environ
         token = env.pop(RT_ENV_TOKEN, "")

@@ -44,6 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..constants import RT_ENV_ENV_PATH, RT_ENV_HARNESS, RT_ENV_TASK
 from ..errors import HarnessctlError
 from . import Job, SandboxResult, mark_owner, reap_stale, stage_packages
 
@@ -312,9 +313,9 @@ class LocalSandbox:
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
             **job.env,
-            "HXRT_HARNESS_DIR": str(harness_dir),
-            "HXRT_ENV_PATH": os.pathsep.join(env_path),
-            "HXRT_TASK_DIR": str(job.workdir),
+            RT_ENV_HARNESS: str(harness_dir),
+            RT_ENV_ENV_PATH: os.pathsep.join(env_path),
+            RT_ENV_TASK: str(job.workdir),
         }
         program = [self._exe, "-I", "-S", "-c", BOOT.format(path=str(self.root / "rt"))]
         popen: dict = {}

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harnessctl.envs import Score, StepResult, Task, TaskSet
+from harnessctl.envs import Environment, Episode, ReplayScript, Score, StepResult, Task, TaskSet
 
 from .game import COMMAND_FORMS, NOTHING, World, goal_text, solve
 from .tasks import KIND, GameError, check_game, load_games
@@ -35,7 +35,7 @@ def public_task(task: Task) -> dict[str, Any]:
     }
 
 
-class ToyEpisode:
+class ToyEpisode(Episode):
     """One game being played for one rollout (host only; see harnessctl.envs.Episode)."""
 
     def __init__(self, task: Task, max_steps: int) -> None:
@@ -73,13 +73,13 @@ class ToyEpisode:
         pass
 
 
-class ToyEnvironment:
+class ToyEnvironment(Environment):
     """The toy household game (see the module docstring)."""
 
     kind = KIND
     surface = "host"
     #: The harness's actions: ``act`` takes one game command (text, or ``{"command": ...}``).
-    tools = [TOOL]
+    tools = (TOOL,)
     #: Environment steps per rollout (resets not counted); the gateway refuses more.
     max_steps = 20
     #: Bumped when games, observations or scoring change what a rollout's outcome would be.
@@ -102,10 +102,13 @@ class ToyEnvironment:
         """A fresh game for one rollout (the game has no randomness: ``seed`` is unused)."""
         return ToyEpisode(task, self.max_steps)
 
-    def score(self, task: Task, workdir: Path, answer: str | None, episode: Any = None) -> Score:
+    def score(
+        self, task: Task, workdir: Path, answer: str | None, episode: Episode | None = None
+    ) -> Score:
         """Success: the episode reached the goal within the step budget. The answer is unused."""
-        won = bool(getattr(episode, "won", False))
-        steps = int(getattr(episode, "steps", 0))
+        played = episode if isinstance(episode, ToyEpisode) else None
+        won = bool(played and played.won)
+        steps = played.steps if played else 0
         return Score(success=won, detail={"won": won, "steps": steps})
 
     def oracle(self, task: Task) -> dict[str, Any]:
@@ -118,7 +121,7 @@ class ToyEnvironment:
             "game": task.record,
         }
 
-    def replay(self, task: Task) -> list[dict[str, Any]]:
+    def replay(self, task: Task) -> ReplayScript:
         """The solution as a script for ``replay/toy``: each command in the text protocol
         (``Action: <command>``) and as a function call of ``act``."""
         return [

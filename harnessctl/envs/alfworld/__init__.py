@@ -27,7 +27,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harnessctl.envs import Score, StepResult, Task, TaskSet
+from harnessctl.envs import Environment, Episode, ReplayScript, Score, StepResult, Task, TaskSet
 
 from .games import GAME_FILE, KIND, TASK_TYPES, GameError, check_game, goal_text, load_games
 from .play import NOTHING, Game, require_package
@@ -58,7 +58,7 @@ def _command(argument: str, arguments: dict[str, Any] | None) -> tuple[str, str 
     return command, None
 
 
-class AlfworldEpisode:
+class AlfworldEpisode(Episode):
     """One game played for one rollout (host only; see harnessctl.envs.Episode)."""
 
     def __init__(self, task: Task, memo: bool = True) -> None:
@@ -92,13 +92,13 @@ class AlfworldEpisode:
         self.game.close()
 
 
-class AlfworldEnvironment:
+class AlfworldEnvironment(Environment):
     """ALFWorld's household text games (see the module docstring)."""
 
     kind = KIND
     surface = "host"
     #: The harness's one action: ``act`` takes one game command.
-    tools = [TOOL]
+    tools = (TOOL,)
     max_steps = MAX_STEPS
     #: Model calls per rollout: the 50 steps and room for re-prompts and rejected commands.
     max_calls = 60
@@ -131,10 +131,13 @@ class AlfworldEnvironment:
         require_package()
         return AlfworldEpisode(task, self.memo)
 
-    def score(self, task: Task, workdir: Path, answer: str | None, episode: Any = None) -> Score:
+    def score(
+        self, task: Task, workdir: Path, answer: str | None, episode: Episode | None = None
+    ) -> Score:
         """Success: the game was won within the step limit. The final answer is unused."""
-        won = bool(getattr(episode, "won", False))
-        steps = int(getattr(episode, "steps", 0))
+        played = episode if isinstance(episode, AlfworldEpisode) else None
+        won = bool(played and played.won)
+        steps = played.steps if played else 0
         return Score(success=won, detail={"won": won, "steps": steps})
 
     def oracle(self, task: Task) -> dict[str, Any]:
@@ -146,7 +149,7 @@ class AlfworldEnvironment:
             "walkthrough": list(task.record["walkthrough"]),
         }
 
-    def replay(self, task: Task) -> list[dict[str, Any]]:
+    def replay(self, task: Task) -> ReplayScript:
         """The walkthrough as a script for ``replay/alfworld``: each command in the text
         protocol (``Think:`` and ``Action:`` lines) and as a function call of ``act``."""
         return [

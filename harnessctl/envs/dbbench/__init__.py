@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harnessctl.envs import SandboxCode, Score, Task, TaskSet
+from harnessctl.envs import Environment, Episode, ReplayScript, SandboxCode, Score, Task, TaskSet
 
 from .database import build_database, column_names, table_rows
 from .records import KIND, MUTATION_TYPES, RecordError, check_record, is_mutation, load_jsonl
@@ -48,7 +48,7 @@ def public_task(task: Task) -> dict[str, Any]:
     }
 
 
-class DBBenchEnvironment:
+class DBBenchEnvironment(Environment):
     """AgentBench DBBench on SQLite; in-sandbox (the SQL tool runs there).
 
     ``rules`` names the answer comparison (``rules.RULES``); a suite chooses it with
@@ -66,11 +66,8 @@ class DBBenchEnvironment:
 
     def __init__(self, rules: str = DEFAULT_RULES) -> None:
         self.rules = get_rules(rules).name
-
-    @property
-    def version(self) -> str:
-        """Part of the rollout cache key: the revision and the comparison rules."""
-        return f"{self.revision}+{self.rules}"
+        #: Part of the rollout cache key: the revision and the comparison rules.
+        self.version = f"{self.revision}+{self.rules}"
 
     def load_tasks(self, path: Path) -> TaskSet:
         """Load a DBBench JSONL file; broken records become problems (``records``)."""
@@ -105,11 +102,13 @@ class DBBenchEnvironment:
         text = json.dumps(public_task(task), ensure_ascii=False, indent=2)
         (workdir / TASK_FILE).write_text(text + "\n", encoding="utf-8")
 
-    def score(self, task: Task, workdir: Path, answer: str | None, episode: Any = None) -> Score:
+    def score(
+        self, task: Task, workdir: Path, answer: str | None, episode: Episode | None = None
+    ) -> Score:
         """Score the table left in ``workdir/db.sqlite`` or the final ``answer``."""
         return score_record(task.record, Path(workdir) / DB_FILE, answer, self.rules)
 
-    def replay(self, task: Task) -> list[dict[str, Any]]:
+    def replay(self, task: Task) -> ReplayScript:
         """The gold as a script for ``replay/dbbench`` (host only): the reference SQL (a
         mutation's statement, or a query's SQL where the record has one), then the label as
         the final answer. Each step in the text protocol and as a function call."""
