@@ -19,7 +19,7 @@ import harnessctl.runtime as rt
 from harnessctl.envs import get_environment
 from harnessctl.evolve.patch import apply_blocks, parse_patch, write_files
 from harnessctl.harness import load_harness as load_spec
-from harnessctl.policies.dbbench_sim import MODES, SimDBBench
+from harnessctl.envs.dbbench.sim import MODES, SimDBBench
 from harnessctl.runtime.boot import load_harness
 from harnessctl.runtime.client import ModelReply, ToolCall
 from harnessctl.runtime.loop import EventLog, run_episode

@@ -347,14 +347,14 @@ def test_a_harness_runs_only_in_its_own_environment(counter, workspace):
 
 def test_an_offline_policys_code_is_in_the_cache_key(monkeypatch):
     from harnessctl.harness import rollout_version
-    from harnessctl.policies.dbbench_sim import SimDBBench
+    from harnessctl.envs.dbbench.sim import SimDBBench
 
     env = envs.get_environment("dbbench")
     real = rollout_version(env, "openai/gpt-4o-mini")
     sim = rollout_version(env, "sim/dbbench")
     assert real == runtime_version(env)  # a real model: nothing of any simulator
     assert sim.startswith(real + "+sim/dbbench:")
-    monkeypatch.setattr(SimDBBench, "version", "edited")
+    monkeypatch.setattr(SimDBBench, "version", "edited", raising=False)
     assert rollout_version(env, "sim/dbbench") == real + "+sim/dbbench:edited"
 
 
@@ -379,3 +379,45 @@ def test_the_pool_api_builds_tasks_from_records_through_the_environment():
     assert task.content_hash == loaded["dev-004"].content_hash
     with pytest.raises(ConfigError, match="record"):
         task_from_record({"description": "no table"}, env="dbbench")
+
+
+def test_a_simulators_cache_identity_covers_every_module_it_uses(tmp_path, monkeypatch):
+    """The version of a simulated policy without its own ``version`` hashes the sources of
+    every module of its package (and the generic sim helpers) it imports, lazily too; editing
+    a helper changes it, without importing anything to find out."""
+    import sys
+
+    from harnessctl.policies import OFFLINE_POLICIES, offline_version, source_closure
+
+    pkg = tmp_path / "hxsimpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helpers.py").write_text("RATE = 0.1\n")
+    (pkg / "sim.py").write_text(
+        "import json\n"
+        "from harnessctl.policies.sim_signals import text_of\n\n"
+        "class Sim:\n"
+        "    description = 'TEST DOUBLE'\n"
+        "    def view(self, env, task):\n        return {}\n"
+        "    def reply(self, view, messages, seed, params, tools):\n"
+        "        from .helpers import RATE  # lazy: still part of the identity\n"
+        "        return text_of(str(RATE))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    OFFLINE_POLICIES.register("sim/closure", lambda: __import__("hxsimpkg.sim").sim.Sim())
+    try:
+        names = [name for name, _ in source_closure("hxsimpkg.sim")]
+        assert names == ["harnessctl.policies.sim_signals", "hxsimpkg.helpers", "hxsimpkg.sim"]
+        assert "hxsimpkg.helpers" not in sys.modules  # located on disk, not imported
+        before = offline_version("sim/closure")
+        (pkg / "helpers.py").write_text("RATE = 0.2\n")
+        assert offline_version("sim/closure") != before
+    finally:
+        OFFLINE_POLICIES.unregister("sim/closure")
+    # the built-in simulators: their environment-specific and generic helpers are covered
+    dbbench = [name for name, _ in source_closure("harnessctl.envs.dbbench.sim")]
+    assert {"harnessctl.envs.dbbench.sim_signals", "harnessctl.envs.dbbench.sim_sql"} <= set(
+        dbbench
+    ) and "harnessctl.policies.sim_signals" in dbbench
+    alfworld = [name for name, _ in source_closure("harnessctl.envs.alfworld.sim")]
+    assert "harnessctl.policies.sim_signals" in alfworld

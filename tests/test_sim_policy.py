@@ -23,19 +23,19 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 import litellm  # noqa: E402
 
 from harnessctl.policies import OFFLINE_PROVIDERS, oracle, register_providers  # noqa: E402
-from harnessctl.policies.dbbench_sim import (  # noqa: E402
+from harnessctl.envs.dbbench.sim import (  # noqa: E402
     MODES,
     Task,
     effective_rates,
     next_reply,
     plan_episode,
 )
-from harnessctl.policies.sim_signals import (  # noqa: E402
+from harnessctl.envs.dbbench.sim_signals import (  # noqa: E402
     asks_for_list,
-    commit_signal,
     reply_kind,
     restates_format,
 )
+from harnessctl.policies.sim_signals import commit_signal  # noqa: E402
 from harnessctl.policy import Policy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -491,8 +491,9 @@ def test_wrong_table_names_never_resolve() -> None:
 def test_function_calls_are_read_as_the_text_actions_they_stand_for() -> None:
     """With ``execute_sql``/``commit_final_answer`` offered the sim answers with calls, and it
     reads earlier calls as the text replies they stand for: the same decisions either way."""
-    from harnessctl.policies.dbbench_sim import SimDBBench
-    from harnessctl.policies.sim_signals import calls_as_text, offered_functions
+    from harnessctl.envs.dbbench.sim import SimDBBench
+    from harnessctl.envs.dbbench.sim_signals import calls_as_text
+    from harnessctl.policies.sim_signals import offered_functions
 
     def call(name: str, arguments: Any) -> dict[str, Any]:
         text = arguments if isinstance(arguments, str) else json.dumps(arguments)
@@ -551,7 +552,7 @@ def test_value_mistakes_change_the_table_under_the_environments_collation(tmp_pa
     from harnessctl.envs import get_environment
     from harnessctl.envs.dbbench.database import build_database
     from harnessctl.envs.dbbench.sandbox.hxenv_dbbench import sqlcompat
-    from harnessctl.policies.dbbench_sim import _value_mistake
+    from harnessctl.envs.dbbench.sim import _value_mistake
 
     env = get_environment("dbbench")
     checked = 0

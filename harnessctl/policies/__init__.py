@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import ConfigError
@@ -58,7 +59,7 @@ OFFLINE_POLICIES: Registry[OfflinePolicy] = Registry(
     "harnessctl.policies",
     "offline policy",
     {
-        "sim/dbbench": "harnessctl.policies.dbbench_sim:SimDBBench",
+        "sim/dbbench": "harnessctl.envs.dbbench.sim:SimDBBench",
         "sim/alfworld": "harnessctl.envs.alfworld.sim:SimAlfworld",
         "replay": "harnessctl.policies.replay:ReplayPolicy",
     },
@@ -139,21 +140,80 @@ def get_offline_policy(model: str) -> OfflinePolicy:
 
 def offline_version(model: str) -> str:
     """The code version of an offline policy, for the cache key ("" for a real model): its
-    ``version`` attribute, else a hash of the source files of the module defining it, so a
-    changed simulator never serves rollouts cached under its old behaviour."""
+    ``version`` attribute, else a hash of the sources of every module its behaviour comes
+    from (:func:`source_closure`), so a changed simulator, or a changed helper it uses, never
+    serves rollouts cached under its old behaviour."""
     if not is_offline(model):
         return ""
     policy = get_offline_policy(model)
-    version = getattr(policy, "version", None)
+    version = getattr(policy, "version", None)  # an optional member of the plugin's own
     if not version:
         import hashlib
-        import inspect
 
-        module = inspect.getmodule(type(policy))
-        path = inspect.getsourcefile(module) if module is not None else None
-        data = open(path, "rb").read() if path else repr(type(policy)).encode()  # noqa: SIM115
-        version = hashlib.sha256(data).hexdigest()[:12]
+        digest = hashlib.sha256()
+        for name, path in source_closure(type(policy).__module__):
+            digest.update(name.encode() + b"\0" + path.read_bytes())
+        version = digest.hexdigest()[:12]
     return f"{model}:{version}"
+
+
+def _locate(name: str) -> Path | None:
+    """The source file of module ``name``, found on disk without importing anything (a
+    package's ``__init__`` would run, and reading a cache key must not import litellm)."""
+    import importlib.util
+
+    top, *rest = name.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    path = Path(spec.origin)
+    for part in rest:
+        if path.name != "__init__.py":
+            return None  # a name inside a module, not a submodule
+        candidates = (path.parent / f"{part}.py", path.parent / part / "__init__.py")
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is None:
+            return None
+        path = found
+    return path if path.suffix == ".py" else None
+
+
+def source_closure(module_name: str) -> list[tuple[str, Path]]:
+    """The module ``module_name`` and every module it imports, transitively, at the top or
+    inside a function (read from the source), that belongs to its own package or to the
+    generic simulated-policy helpers (this package), sorted by name. The standard library,
+    third-party packages and the rest of harnessctl are left out: they are not the policy."""
+    import ast
+    import importlib.util
+
+    own = module_name.rsplit(".", 1)[0] if "." in module_name else module_name
+
+    def in_scope(name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in (own, __name__))
+
+    seen: dict[str, Path] = {}
+    todo = [module_name]
+    while todo:
+        name = todo.pop()
+        if name in seen or not in_scope(name):
+            continue
+        path = _locate(name)
+        if path is None:
+            continue
+        seen[name] = path
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(seen[name].read_bytes())):
+            if isinstance(node, ast.Import):
+                todo.extend(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                todo.append(base)
+                # ``from pkg import submodule`` names a module too
+                todo.extend(f"{base}.{alias.name}" for alias in node.names)
+    return [(n, seen[n]) for n in sorted(seen)]
 
 
 @contextlib.contextmanager

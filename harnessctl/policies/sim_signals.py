@@ -1,4 +1,6 @@
-"""What the simulated agent "notices" in the messages a harness sends it.
+"""What a simulated agent "notices" in the messages a harness sends it: the generic part,
+shared by every environment's simulated policy (each environment's own signals live in its
+package, e.g. ``harnessctl.envs.dbbench.sim_signals``).
 
 Harnesses are written by different people and LLMs and word things differently, so every
 detection here is a deliberately loose, documented rule (docs/sim-policy.md lists them):
@@ -8,10 +10,8 @@ conversation. Messages may be malformed; everything degrades to text, never rais
 
 from __future__ import annotations
 
-import ast
-import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +26,6 @@ COMMIT_SIGNAL = re.compile(
     r"|\bmust (now )?(answer|commit)\b",
     re.IGNORECASE,
 )
-_SQL_BLOCK = re.compile(r"```sql\s*(.*?)```", re.IGNORECASE | re.DOTALL)
-_FINAL = re.compile(r"Final Answer:(.*)", re.IGNORECASE | re.DOTALL)
 
 
 def text_of(content: Any) -> str:
@@ -43,7 +41,7 @@ def text_of(content: Any) -> str:
     return str(content)
 
 
-def _role_and_text(message: Any) -> tuple[str, str]:
+def role_and_text(message: Any) -> tuple[str, str]:
     if isinstance(message, dict):
         return str(message.get("role") or "user"), text_of(message.get("content"))
     role = getattr(message, "role", None)
@@ -52,27 +50,7 @@ def _role_and_text(message: Any) -> tuple[str, str]:
     return "user", text_of(message)
 
 
-def reply_kind(text: str) -> str:
-    """How the DBBench v0.2 protocol would read a reply: answer / bare / sql / prose."""
-    final = _FINAL.search(text)
-    if final:
-        return "answer" if _is_list(final.group(1).strip()) else "bare"
-    return "sql" if _SQL_BLOCK.search(text) else "prose"
 
-
-def sql_of(text: str) -> str | None:
-    """The first ```sql block of a reply, stripped, or None."""
-    match = _SQL_BLOCK.search(text)
-    return match.group(1).strip() if match else None
-
-
-def _is_list(text: str) -> bool:
-    for parse in (json.loads, ast.literal_eval):
-        try:
-            return isinstance(parse(text), list)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-    return False
 
 
 @dataclass(frozen=True)
@@ -95,10 +73,6 @@ class History:
     def latest(self) -> str:
         return self.feedback[-1] if self.feedback else self.initial
 
-    @property
-    def last_kind(self) -> str | None:
-        return reply_kind(self.replies[-1]) if self.replies else None
-
 
 def read_history(messages: Iterable[Any] | None) -> History:
     """Split ``messages`` (any shape) into a :class:`History`."""
@@ -107,7 +81,7 @@ def read_history(messages: Iterable[Any] | None) -> History:
     feedback: list[list[str]] = []
     observations: list[str] = []
     for message in messages or ():
-        role, text = _role_and_text(message)
+        role, text = role_and_text(message)
         if role == "assistant":
             replies.append(text)
             feedback.append([])
@@ -125,18 +99,6 @@ def read_history(messages: Iterable[Any] | None) -> History:
     )
 
 
-def restates_format(text: str) -> bool:
-    """The message restates the action format: mentions the SQL action and the answer action
-    (in the text protocol, or the two functions of the function-calling one)."""
-    low = text.lower()
-    text_protocol = ("```sql" in low or "action: operation" in low) and "final answer" in low
-    return text_protocol or ("execute_sql" in low and "commit_final_answer" in low)
-
-
-def asks_for_list(text: str) -> bool:
-    """The message asks for the final answer as a list."""
-    low = text.lower()
-    return "final answer" in low and ("list" in low or "[" in low)
 
 
 def commit_signal(text: str) -> bool:
@@ -144,25 +106,6 @@ def commit_signal(text: str) -> bool:
     return COMMIT_SIGNAL.search(text) is not None
 
 
-def names_every_column(text: str, columns: Sequence[str]) -> bool:
-    """Every (non-blank) column name occurs in ``text``, case-insensitively."""
-    folded = text.casefold()
-    return all(c.casefold() in folded for c in columns if c.strip())
-
-
-def shows_a_row(text: str, rows: Sequence[Sequence[str | None]], description: str) -> bool:
-    """Some table row has all its non-empty cells in ``text``.
-
-    Rows whose cells all occur in the task description anyway (e.g. a row of small digits)
-    are ignored: seeing them proves nothing about whether the harness showed sample rows.
-    """
-    for row in rows:
-        cells = [c for c in row if c and c.strip()]
-        if not cells or all(c in description for c in cells):
-            continue
-        if all(c in text for c in cells):
-            return True
-    return False
 
 
 def saw_long_observation(history: History) -> bool:
@@ -180,41 +123,24 @@ def offered_functions(tools: Any) -> set[str]:
     return names
 
 
-def _field(obj: Any, name: str) -> Any:
+def field_of(obj: Any, name: str) -> Any:
+    """``obj[name]`` of a dict, else the attribute (None when missing)."""
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
-def _call_text(call: Any) -> str:
-    """A function call of DBBench's function-calling protocol as the text-protocol action it
-    stands for (``execute_sql`` -> a ```sql block, ``commit_final_answer`` -> ``Final
-    Answer:``; an answer that is not a list is written as it came, so it reads as *bare*)."""
-    function = _field(call, "function") or call
-    name, raw = _field(function, "name"), _field(function, "arguments")
-    try:
-        arguments = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        arguments = None
-    if not isinstance(arguments, dict):
-        return f"{name}({raw})"
-    if name == "execute_sql":
-        return f"Action: Operation\n```sql\n{arguments.get('query')}\n```"
-    if name == "commit_final_answer":
-        answers = arguments.get("answers")
-        shown = json.dumps(answers, ensure_ascii=False) if isinstance(answers, list) else answers
-        return f"Action: Answer\nFinal Answer: {shown}"
-    return f"{name}({raw})"
 
-
-def calls_as_text(messages: Iterable[Any] | None) -> list[Any]:
+def calls_as_text(
+    messages: Iterable[Any] | None, call_text: Callable[[Any], str]
+) -> list[Any]:
     """``messages`` with every assistant message that makes function calls rewritten as a
-    text-protocol reply: its content, then its first call (the one a harness runs). Other
-    messages (tool results included) are kept as they are."""
+    text-protocol reply: its content, then its first call (the one a harness runs) as
+    ``call_text`` writes it. Other messages (tool results included) are kept as they are."""
     out: list[Any] = []
     for message in messages or ():
-        calls = _field(message, "tool_calls")
-        role, text = _role_and_text(message)
+        calls = field_of(message, "tool_calls")
+        role, text = role_and_text(message)
         if role == "assistant" and isinstance(calls, list | tuple) and calls:
-            reply = "\n".join(part for part in (text, _call_text(calls[0])) if part)
+            reply = "\n".join(part for part in (text, call_text(calls[0])) if part)
             out.append({"role": "assistant", "content": reply})
         else:
             out.append(message)

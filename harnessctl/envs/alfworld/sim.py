@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harnessctl.policies.sim_signals import _field, offered_functions, text_of
+from harnessctl.policies.sim_signals import field_of, offered_functions, text_of
 
 MODES = ("format", "phrasing", "loop", "drift")
 BASE_RATES: dict[str, float] = {"format": 0.25, "phrasing": 0.25, "loop": 0.25, "drift": 0.25}
@@ -81,8 +81,8 @@ class Exchange:
 
 
 def _call_command(call: Any) -> str | None:
-    function = _field(call, "function") or {}
-    raw = _field(function, "arguments")
+    function = field_of(call, "function") or {}
+    raw = field_of(function, "arguments")
     try:
         arguments = json.loads(raw) if isinstance(raw, str) else raw
     except ValueError:
@@ -95,15 +95,15 @@ def read_history(messages: Sequence[Any]) -> list[Exchange]:
     """The replies of the conversation, each with the messages that followed it."""
     turns: list[Exchange] = []
     for message in messages or []:
-        role = str(_field(message, "role") or "user")
+        role = str(field_of(message, "role") or "user")
         if role == "assistant":
-            calls = _field(message, "tool_calls") or []
-            match = _ACTION.search(text_of(_field(message, "content")))
+            calls = field_of(message, "tool_calls") or []
+            match = _ACTION.search(text_of(field_of(message, "content")))
             command = _call_command(calls[0]) if calls else (match.group(1) if match else None)
             turns.append(Exchange(command, ""))
         elif turns and role in ("user", "tool"):
             last = turns[-1]
-            text = text_of(_field(message, "content"))
+            text = text_of(field_of(message, "content"))
             turns[-1] = Exchange(last.command, f"{last.feedback}\n{text}".strip())
     return turns
 
@@ -187,8 +187,8 @@ def _progress(walkthrough: Sequence[str], history: Sequence[Exchange]) -> tuple[
 
 def _detour(oracle: Mapping[str, Any], messages: Sequence[Any], seed: int, turn: int) -> str:
     """A receptacle off the walkthrough's way, from the first observation's list."""
-    users = (m for m in messages if _field(m, "role") == "user")
-    first = next((text_of(_field(m, "content")) for m in users), "")
+    users = (m for m in messages if field_of(m, "role") == "user")
+    first = next((text_of(field_of(m, "content")) for m in users), "")
     on_way = {_place(c) for c in oracle.get("walkthrough") or []}
     places = [p for p in dict.fromkeys(_PLACE.findall(first)) if p not in on_way]
     if not places:
@@ -223,7 +223,7 @@ def next_command(
     ):
         return LOOK, False
     if plan.mode == "drift" and turn >= DRIFT_TURNS:
-        last = text_of(_field(messages[-1], "content")) if messages else ""
+        last = text_of(field_of(messages[-1], "content")) if messages else ""
         if GOAL_MARK not in last:
             return _detour(oracle, messages, seed, turn), False
     if plan.mode == "phrasing" and not any(command in e.feedback for e in history):

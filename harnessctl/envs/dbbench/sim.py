@@ -20,6 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harnessctl.policies import sim_params
+from harnessctl.policies import sim_signals as generic
+
 from . import sim_signals as sig
 from .sim_sql import (
     changes_outcome,
@@ -258,14 +261,14 @@ def next_move(
     """The sim's next move for the task described by ``oracle`` (see the module docstring)."""
     task = Task.from_oracle(oracle)
     plan = plan_episode(task, seed, rates)
-    hist = sig.read_history(messages)
+    hist = generic.read_history(messages)
     turn = hist.turn
 
     if "format" in plan.active and (
         turn == plan.format_turn
         or (
             turn > plan.format_turn
-            and hist.last_kind == "prose"
+            and sig.last_kind(hist) == "prose"
             and not sig.restates_format(hist.latest)
         )
     ):
@@ -287,7 +290,7 @@ def next_move(
         and (target_table(sql) or "").casefold() == real
         for r in hist.replies
     )
-    commit = turn >= 1 and sig.commit_signal(hist.latest)
+    commit = turn >= 1 and generic.commit_signal(hist.latest)
     stalling = "stall" in plan.active and not commit
 
     if task.kind == "mutation":
@@ -310,18 +313,17 @@ def next_move(
         sql = _stall_sql(task, table, seed, turn)
         return _operation("Let me double-check the data before answering.", sql)
     values: Sequence[str] = task.label
-    if "lose_track" in plan.active and plan.wrong_value and sig.saw_long_observation(hist):
+    if "lose_track" in plan.active and plan.wrong_value and generic.saw_long_observation(hist):
         values = [plan.wrong_value]
+    last = sig.last_kind(hist)
     bare = "bare" in plan.active and not (
-        hist.last_kind == "answer" or (hist.last_kind == "bare" and sig.asks_for_list(hist.latest))
+        last == "answer" or (last == "bare" and sig.asks_for_list(hist.latest))
     )
     return _answer("I found what the question asks for.", values, bare=bare)
 
 
 def read_params(params: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
     """(skill, per-mode rate overrides) from the call's parameters."""
-    from . import sim_params
-
     return sim_params(params, MODES, DEFAULT_SKILL)
 
 
@@ -329,19 +331,6 @@ class SimDBBench:
     """``sim/dbbench`` as an offline policy plugin: the environment's oracle is its view."""
 
     description = "TEST DOUBLE: simulated DBBench agent with seeded failure modes"
-
-    @property
-    def version(self) -> str:
-        """A hash of the simulator's sources (this module and the two it reads messages and
-        SQL with): part of the cache key of its rollouts."""
-        import hashlib
-        from pathlib import Path
-
-        here = Path(__file__).parent
-        digest = hashlib.sha256()
-        for name in ("dbbench_sim.py", "sim_signals.py", "sim_sql.py"):
-            digest.update((here / name).read_bytes())
-        return digest.hexdigest()[:12]
 
     def view(self, env: Any, task: Any) -> dict[str, Any]:
         return dict(env.oracle(task))
@@ -357,6 +346,6 @@ class SimDBBench:
         """Text, or function calls when the request offers DBBench's two functions."""
         skill, overrides = read_params(params)
         rates = effective_rates(skill, overrides)
-        if {EXECUTE_SQL, COMMIT_FINAL_ANSWER} <= sig.offered_functions(tools):
+        if {EXECUTE_SQL, COMMIT_FINAL_ANSWER} <= generic.offered_functions(tools):
             return next_call(view, messages, seed, rates)
         return next_reply(view, messages, seed, rates)
