@@ -89,7 +89,7 @@ def main() -> None:
 
     from harnessctl.harness import load_harness
     from harnessctl.policy import Policy
-    from harnessctl.rollout import RolloutSession
+    from harnessctl.run.session import RolloutSession
     from harnessctl.suite import load_suite
 
     suite = load_suite(ROOT / "examples" / "alfworld")

@@ -42,9 +42,9 @@ def workspace() -> Path:
 
 
 def measure(executor: str, workers: int, n: int, sandbox: str, address: str | None) -> dict:
-    from harnessctl.evaluate import EvalRequest, evaluate
     from harnessctl.harness import load_harness
     from harnessctl.policy import Policy
+    from harnessctl.run.evaluate import EvalRequest, evaluate
     from harnessctl.store import Store
     from harnessctl.suite import load_suite
 

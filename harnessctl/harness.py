@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import ConfigError
+from .errors import ConfigError, HarnessctlError
 
 # re-exported: callers import the tree helpers from here as well
 from .trees import IGNORED_DIRS, IGNORED_SUFFIXES, harness_files, tree_hash  # noqa: F401
@@ -184,3 +184,20 @@ def rollout_version(env: Any, model: str) -> str:
 
     policy = offline_version(model)
     return runtime_version(env) + (f"+{policy}" if policy else "")
+
+
+def lineage_root(spec: HarnessSpec, harnesses_dir: Path) -> HarnessSpec:
+    """Follow ``parent`` in the manifests up to the harness that has none."""
+    seen = {spec.name}
+    while spec.manifest.parent:
+        path = harnesses_dir / spec.manifest.parent
+        if not (path / "harness.yaml").is_file():
+            raise HarnessctlError(
+                f"harness {spec.name}: parent {spec.manifest.parent!r} not found in "
+                f"{harnesses_dir}; pass --base"
+            )
+        spec = load_harness(path)
+        if spec.name in seen:
+            raise HarnessctlError(f"harness {spec.name}: its parent chain has a cycle")
+        seen.add(spec.name)
+    return spec

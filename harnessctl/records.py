@@ -17,12 +17,24 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError, HarnessctlError
 
-TRAJECTORY_FORMAT = 3
+TRAJECTORY_FORMAT = 4
 PROFILE_VERSION = 1
 
 
-class _Record(BaseModel):
+class Record(BaseModel):
+    """The base of every typed record and command result in harnessctl: unknown fields are
+    refused. A versioned one names its format in a field called ``version`` (the one name
+    for it); a command's ``--json`` output also starts with ``kind`` (see :class:`Result`)."""
+
     model_config = ConfigDict(extra="forbid")
+
+
+class Result(Record):
+    """The ``--json`` envelope of every command: ``kind`` (what it is), ``version`` (its
+    format), then the payload's fields. Subclasses narrow ``kind`` to a literal."""
+
+    kind: str
+    version: int = 1
 
 
 def clip(text: Any, limit: int, *, one_line: bool = False, suffix: str | None = None) -> str:
@@ -47,21 +59,21 @@ def clip(text: Any, limit: int, *, one_line: bool = False, suffix: str | None = 
 # --- trajectories ----------------------------------------------------------------------------
 
 
-class HarnessRef(_Record):
+class HarnessRef(Record):
     """Which harness ran: its name and content hash."""
 
     name: str
     hash: str
 
 
-class PolicyRef(_Record):
+class PolicyRef(Record):
     """Which policy answered: the litellm model string and its parameters, secrets redacted."""
 
     model: str
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class ModelCall(_Record):
+class ModelCall(Record):
     """One request the harness made to the gateway, answered or refused (the ledger's record)."""
 
     index: int
@@ -94,7 +106,7 @@ class ModelCall(_Record):
     error: str | None = None
 
 
-class EnvStep(_Record):
+class EnvStep(Record):
     """One reset or step of a host-served environment's episode, as recorded on the host."""
 
     index: int
@@ -112,7 +124,7 @@ class EnvStep(_Record):
     started_at: float = 0.0
 
 
-class RuntimeResult(_Record):
+class RuntimeResult(Record):
     """What the sandboxed runtime reported in ``result.json`` (untrusted; type-checked)."""
 
     model_config = ConfigDict(extra="ignore")
@@ -125,7 +137,7 @@ class RuntimeResult(_Record):
     traceback: str | None = None
 
 
-class ScoreRecord(_Record):
+class ScoreRecord(Record):
     """The host's verdict on the episode."""
 
     success: bool
@@ -133,7 +145,7 @@ class ScoreRecord(_Record):
     detail: dict[str, Any] = Field(default_factory=dict)
 
 
-class SandboxRecord(_Record):
+class SandboxRecord(Record):
     """How the sandbox ran the rollout."""
 
     exit_code: int | None = None
@@ -144,11 +156,12 @@ class SandboxRecord(_Record):
     isolation: dict[str, Any] = Field(default_factory=dict)
 
 
-class Trajectory(_Record):
+class Trajectory(Result):
     """Everything one rollout left: the runtime's events, the gateway's ledger of model calls,
-    the environment's steps, the host's score and outcome."""
+    the environment's steps, the host's score and outcome (``show --json`` prints it)."""
 
-    format_version: int = TRAJECTORY_FORMAT
+    kind: Literal["trajectory"] = "trajectory"
+    version: int = TRAJECTORY_FORMAT
     rollout_id: str
     task_id: str
     seed: int
@@ -179,21 +192,24 @@ class Trajectory(_Record):
 
     @classmethod
     def load(cls, data: dict[str, Any], where: str = "trajectory") -> Trajectory:
-        """Validate a stored trajectory, upgrading older formats (0: no version, no steps)."""
-        version = data.get("format_version", 0)
+        """Validate a stored trajectory, upgrading older formats (0: no version, no steps;
+        before 4 the version field was named ``format_version`` and there was no ``kind``)."""
+        upgraded = dict(data)
+        old = upgraded.pop("format_version", None)
+        version = upgraded.get("version", old if old is not None else 0)
         if not isinstance(version, int) or version > TRAJECTORY_FORMAT:
             raise HarnessctlError(
-                f"{where}: format_version {version!r} is newer than this harnessctl "
+                f"{where}: version {version!r} is newer than this harnessctl "
                 f"understands ({TRAJECTORY_FORMAT}); upgrade harnessctl"
             )
-        upgraded = {**data, "format_version": TRAJECTORY_FORMAT}
+        upgraded.update(kind="trajectory", version=TRAJECTORY_FORMAT)
         return cls.model_validate(upgraded)
 
 
 # --- profiles ---------------------------------------------------------------------------------
 
 
-class Rate(_Record):
+class Rate(Record):
     """Successes out of rollouts, the rate and its 95% Wilson interval."""
 
     successes: int
@@ -202,7 +218,7 @@ class Rate(_Record):
     ci95: list[float]
 
 
-class Spread(_Record):
+class Spread(Record):
     """Mean, median, 90th percentile and maximum of one per-rollout number."""
 
     mean: float
@@ -211,7 +227,7 @@ class Spread(_Record):
     max: float
 
 
-class RescuedTask(_Record):
+class RescuedTask(Record):
     """A task every base attempt failed that this harness solved at least once."""
 
     task: str
@@ -221,14 +237,14 @@ class RescuedTask(_Record):
     rate: float
 
 
-class RescueCell(_Record):
+class RescueCell(Record):
     """Base-failed (task, seed) pairs in one cell, and how many of them this harness won."""
 
     rescued: int
     of: int
 
 
-class RescueEvidence(_Record):
+class RescueEvidence(Record):
     """Paired evidence over every base-failed (task, seed): what the router scores."""
 
     base_failures: int
@@ -238,7 +254,7 @@ class RescueEvidence(_Record):
     """Keyed by the *base's* failure outcome on the pair."""
 
 
-class Rescue(_Record):
+class Rescue(Record):
     """What the harness rescues against the base (empty, with no evidence, for the base)."""
 
     opportunities: int
@@ -250,7 +266,7 @@ class Rescue(_Record):
     """None for the base harness itself."""
 
 
-class ProfileHarness(_Record):
+class ProfileHarness(Record):
     """The profiled harness as its manifest names it."""
 
     name: str
@@ -260,7 +276,7 @@ class ProfileHarness(_Record):
     direction: str | None = None
 
 
-class ProfilePolicy(_Record):
+class ProfilePolicy(Record):
     """The policy the rollouts ran under: its id, model string and parameters (sorted)."""
 
     id: str
@@ -268,12 +284,12 @@ class ProfilePolicy(_Record):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class SuiteRef(_Record):
+class SuiteRef(Record):
     id: str
     name: str
 
 
-class Card(_Record):
+class Card(Record):
     """The behavior card: the profile in words, for people and LLM voters."""
 
     summary: str = ""
@@ -292,7 +308,7 @@ class Card(_Record):
         return "\n".join(lines)
 
 
-class ReanchorInfo(_Record):
+class ReanchorInfo(Record):
     """How a ``reanchor`` profile was sampled (see docs/profiles.md)."""
 
     anchor_policy: str
@@ -301,7 +317,7 @@ class ReanchorInfo(_Record):
     """The re-run task ids, sorted."""
 
 
-class Profile(_Record):
+class Profile(Record):
     """One harness under one policy on one suite split (see docs/profiles.md)."""
 
     version: int = PROFILE_VERSION
@@ -371,7 +387,7 @@ class Profile(_Record):
         return data
 
 
-class RescueMatrix(_Record):
+class RescueMatrix(Record):
     """The pool's rescue sets side by side: complementarity shows as a union larger than
     any single set."""
 

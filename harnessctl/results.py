@@ -1,18 +1,18 @@
 """The typed, versioned results of the commands whose output is a few facts (``init``,
-``export-edits``, ``export-pool``, ``pool verify``): what their ``--json`` prints."""
+``export-edits``, ``export-pool``, ``pool verify``, ``profile``, ``route``): what their
+``--json`` prints. Every one is a :class:`harnessctl.records.Result`: ``kind``, ``version``,
+then the payload."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+from .records import Result
 
 
-class InitResult(_Model):
+class InitResult(Result):
     kind: Literal["init"] = "init"
     version: int = 1
     root: str
@@ -20,7 +20,7 @@ class InitResult(_Model):
     """The harnesses the workspace holds."""
 
 
-class ExportEditsResult(_Model):
+class ExportEditsResult(Result):
     kind: Literal["export-edits"] = "export-edits"
     version: int = 1
     out: str
@@ -32,7 +32,7 @@ class ExportEditsResult(_Model):
     each is warned about on stderr)."""
 
 
-class ExportPoolResult(_Model):
+class ExportPoolResult(Result):
     kind: Literal["export-pool"] = "export-pool"
     version: int = 1
     pool_id: str
@@ -41,7 +41,7 @@ class ExportPoolResult(_Model):
     harnesses: list[str]
 
 
-class VerifyResult(_Model):
+class VerifyResult(Result):
     kind: Literal["pool-verify"] = "pool-verify"
     version: int = 1
     path: str
@@ -49,3 +49,34 @@ class VerifyResult(_Model):
     problems: list[str] = Field(default_factory=list)
     pool_id: str | None = None
     harnesses: int = 0
+
+
+class ProfilesResult(Result):
+    """``profile --json``: the profiles of a pool, keyed by harness, with the rescue matrix."""
+
+    kind: Literal["profile"] = "profile"
+    version: int = 1
+    base: str
+    policy: str
+    profiles: dict[str, dict[str, Any]]
+    """Harness -> its profile as stored (``harnessctl.records.Profile.dump``)."""
+    profile_ids: dict[str, str] = Field(default_factory=dict)
+    matrix: dict[str, Any]
+    """The rescue matrix (``harnessctl.records.RescueMatrix``)."""
+    paths: list[str] = Field(default_factory=list)
+    reanchor: dict[str, Any] | None = None
+    """With ``--policy`` under a new policy: the anchor, the sample and each harness's drift."""
+
+
+class RouteRecord(Result):
+    """``route --json``: the ranked pool for one failed task, with each voter's answer."""
+
+    kind: Literal["route"] = "route"
+    version: int = 1
+    task_id: str
+    category: str
+    failure_outcomes: list[str]
+    k: int
+    top: list[dict[str, Any]]
+    ranked: list[dict[str, Any]]
+    voters: list[dict[str, Any]] = Field(default_factory=list)

@@ -6,19 +6,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from .outcomes import ALL_OUTCOMES
+from .records import Record
 from .stats import percentile, wilson_interval
 
 EVAL_RESULT_VERSION = 1
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
-
-class CategorySummary(_Model):
+class CategorySummary(Record):
     """Success within one task category."""
 
     rollouts: int
@@ -26,7 +24,7 @@ class CategorySummary(_Model):
     success_rate: float
 
 
-class Summary(_Model):
+class Summary(Record):
     """Success with its 95% Wilson interval, outcomes, categories, tokens, cost and wall time
     of a set of rollouts."""
 
@@ -50,7 +48,7 @@ class Summary(_Model):
         return self.model_dump(mode="json")
 
 
-class SkippedTask(_Model):
+class SkippedTask(Record):
     """A task record that could not be loaded (``envs.TaskProblem``)."""
 
     file: str
@@ -59,7 +57,7 @@ class SkippedTask(_Model):
     """Names the field path at fault."""
 
 
-class EvalRecord(_Model):
+class EvalRecord(Record):
     """``harnessctl eval --json``: one harness on a suite split
     (``EvalResult.record(request)``)."""
 
@@ -83,7 +81,7 @@ class EvalRecord(_Model):
 ROUTED_RESULT_VERSION = 2  # 2: tasks, in_sample_tasks, out_of_sample, informed_by
 
 
-class RoutedEvalRecord(_Model):
+class RoutedEvalRecord(Record):
     """``harnessctl eval HARNESS --router POOL --json``: the base against its Rank-1 routed
     counterpart at equal rollouts (see ``profiles.routed``)."""
 
@@ -156,7 +154,7 @@ def summarize(rows: list) -> Summary:
     )
 
 
-class RolloutItem(_Model):
+class RolloutItem(Record):
     """One stored rollout as ``harnessctl rollouts --json`` lists it."""
 
     id: str
@@ -172,7 +170,7 @@ class RolloutItem(_Model):
     created_at: float
 
 
-class AttemptItem(_Model):
+class AttemptItem(Record):
     """One infra-failed attempt (retried, never a task outcome)."""
 
     id: str
@@ -183,7 +181,7 @@ class AttemptItem(_Model):
     created_at: float
 
 
-class RolloutListRecord(_Model):
+class RolloutListRecord(Record):
     """``harnessctl rollouts --json``: stored rollouts (or, with ``--attempts``, the
     infra-failed attempts), newest first."""
 

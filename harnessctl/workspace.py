@@ -20,7 +20,14 @@ from .constants import (
     WORKSPACE_FILE,
 )
 from .errors import ConfigError
-from .harness import MANIFEST, HarnessSpec, format_validation_error, load_harness, read_yaml
+from .harness import (
+    MANIFEST,
+    HarnessSpec,
+    format_validation_error,
+    lineage_root,
+    load_harness,
+    read_yaml,
+)
 
 
 class WorkspaceConfig(BaseModel):
@@ -101,8 +108,6 @@ class Workspace:
         """The base harness: ``name``, else the one lineage root of ``among``, else the
         workspace's only harness without a parent (``ConfigError`` naming the candidates when
         there are several)."""
-        from .profiles.runner import lineage_root
-
         if name:
             return self.load_harness(name)
         if among:

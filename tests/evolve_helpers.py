@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harnessctl.evaluate import EvalRequest
 from harnessctl.harness import HarnessSpec, load_harness
 from harnessctl.policy import Policy
+from harnessctl.run.evaluate import EvalRequest
 from harnessctl.sandbox import Limits
 from harnessctl.suite import load_suite
 from harnessctl.vcs import ensure_repo

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import socket
 
-from harnessctl.evaluate import EvalRequest, evaluate
 from harnessctl.evolve.directions import catalogue
 from harnessctl.evolve.editors import LLMEditor
 from harnessctl.evolve.engine import Engine, EvolveRequest
@@ -14,6 +13,7 @@ from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
 from harnessctl.profiles.router import route
 from harnessctl.profiles.voting import Voter, record_vote_calls
+from harnessctl.run.evaluate import EvalRequest, evaluate
 from harnessctl.sandbox import Limits
 from harnessctl.suite import load_suite
 from harnessctl.workspace import load_workspace

@@ -18,7 +18,7 @@ HOSTILE = "closing [/] then [bold]x[/bold] and [red]y"
 def stored_trajectory(rollout_id: str, **fields) -> dict:
     """A stored trajectory's JSON: the fields every trajectory has, then ``fields``."""
     return {
-        "format_version": 1,
+        "format_version": 1,  # an old record: loads through the upgrade
         "rollout_id": rollout_id,
         "task_id": f"t-{rollout_id}",
         "seed": 0,

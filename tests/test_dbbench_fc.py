@@ -17,9 +17,9 @@ import pytest
 
 import harnessctl.runtime as rt
 from harnessctl.envs import get_environment
+from harnessctl.envs.dbbench.sim import MODES, SimDBBench
 from harnessctl.evolve.patch import apply_blocks, parse_patch, write_files
 from harnessctl.harness import load_harness as load_spec
-from harnessctl.envs.dbbench.sim import MODES, SimDBBench
 from harnessctl.runtime.boot import load_harness
 from harnessctl.runtime.client import ModelReply, ToolCall
 from harnessctl.runtime.loop import EventLog, run_episode
@@ -59,8 +59,8 @@ def test_it_speaks_agentbench_function_calling_protocol(tmp_path, dbbench_runtim
 def test_replay_solves_every_dev_task_with_function_calls(workspace):
     """Every dev task through the gateway, the sandboxed SQL tool and the scorer; the text
     harness's scores of the same query answers are identical (one scorer for both)."""
-    from harnessctl.evaluate import EvalRequest, evaluate
     from harnessctl.policy import Policy
+    from harnessctl.run.evaluate import EvalRequest, evaluate
     from harnessctl.suite import load_suite
     from harnessctl.workspace import load_workspace
 

@@ -156,9 +156,9 @@ def test_a_suite_chooses_the_rules_with_env_options(tmp_path):
 
 
 def test_a_run_under_v02_says_so_in_its_trajectories(tmp_path, workspace):
-    from harnessctl.evaluate import EvalRequest, evaluate
     from harnessctl.harness import load_harness
     from harnessctl.policy import Policy
+    from harnessctl.run.evaluate import EvalRequest, evaluate
     from harnessctl.workspace import load_workspace
 
     store = load_workspace(workspace).open_store()

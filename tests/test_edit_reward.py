@@ -13,7 +13,6 @@ import git
 import pytest
 
 from harnessctl.errors import HarnessctlError
-from harnessctl.evaluate import EvalRequest
 from harnessctl.evolve.dataset import GRPORecord, SFTRecord, export_edits
 from harnessctl.evolve.directions import catalogue
 from harnessctl.evolve.editors import make_editor
@@ -30,6 +29,7 @@ from harnessctl.evolve.reward import (
 )
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
+from harnessctl.run.evaluate import EvalRequest
 from harnessctl.store import Store
 from harnessctl.suite import load_suite
 from harnessctl.workspace import load_workspace
@@ -199,6 +199,10 @@ def test_exported_records_of_schema_2_still_load():
     messages = [{"role": r, "content": r} for r in ("system", "user", "assistant")]
     sft = SFTRecord.model_validate({"schema_version": 2, "messages": messages, "metadata": meta})
     assert [m.weight for m in sft.messages] == [0, 0, 1]
+    assert sft.version == 2 and "schema_version" not in sft.model_dump()  # the one name
+    assert list(SFTRecord(messages=sft.messages, metadata=sft.metadata).model_dump())[0] == (
+        "version"
+    )
     assert (sft.metadata.judged_reward, sft.metadata.status, sft.metadata.judged_pairs) == (
         0.25,
         "accepted",

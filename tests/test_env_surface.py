@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from harnessctl import envs
-from harnessctl.errors import ConfigError
 from harnessctl.envs import SandboxCode, Score, StepResult, Task, TaskProblem, TaskSet
-from harnessctl.evaluate import EvalRequest, evaluate
+from harnessctl.errors import ConfigError
 from harnessctl.harness import load_harness, runtime_version
 from harnessctl.policies import oracle
 from harnessctl.policy import Policy
-from harnessctl.rollout import RolloutSession
+from harnessctl.run.evaluate import EvalRequest, evaluate
+from harnessctl.run.session import RolloutSession
 from harnessctl.sandbox import Limits
 from harnessctl.suite import load_suite
 from harnessctl.workspace import load_workspace
@@ -346,8 +346,8 @@ def test_a_harness_runs_only_in_its_own_environment(counter, workspace):
 
 
 def test_an_offline_policys_code_is_in_the_cache_key(monkeypatch):
-    from harnessctl.harness import rollout_version
     from harnessctl.envs.dbbench.sim import SimDBBench
+    from harnessctl.harness import rollout_version
 
     env = envs.get_environment("dbbench")
     real = rollout_version(env, "openai/gpt-4o-mini")
@@ -421,3 +421,23 @@ def test_a_simulators_cache_identity_covers_every_module_it_uses(tmp_path, monke
     ) and "harnessctl.policies.sim_signals" in dbbench
     alfworld = [name for name, _ in source_closure("harnessctl.envs.alfworld.sim")]
     assert "harnessctl.policies.sim_signals" in alfworld
+
+
+def test_one_step_shape_from_the_episode_to_the_record():
+    """The episode's answer, the gateway's wire body and the runtime's parse are one class
+    (``runtime.wire.StepResult``, which ``envs.StepResult`` is), and the host's recorded step
+    holds its fields under the same names and types."""
+    import dataclasses
+
+    from harnessctl.records import EnvStep
+    from harnessctl.runtime import env as runtime_env
+    from harnessctl.runtime import wire
+
+    assert envs.StepResult is wire.StepResult is runtime_env.StepResult
+    step = wire.StepResult("You see a desk.", True, {"admissible_commands": ["look"]})
+    assert wire.StepResult.from_wire(json.loads(json.dumps(step.to_wire()))) == step
+    assert wire.StepResult.from_wire({"observation": None, "info": [1]}) == wire.StepResult("")
+    fields = {f.name for f in dataclasses.fields(wire.StepResult)}
+    assert fields <= set(EnvStep.model_fields)
+    record = EnvStep(index=0, kind="step", **step.to_wire())
+    assert {name: getattr(record, name) for name in fields} == step.to_wire()

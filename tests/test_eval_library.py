@@ -8,9 +8,9 @@ import subprocess
 import sys
 import time
 
-from harnessctl.evaluate import EvalRequest, evaluate
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
+from harnessctl.run.evaluate import EvalRequest, evaluate
 from harnessctl.sandbox import Limits
 from harnessctl.suite import load_suite
 from harnessctl.workspace import load_workspace

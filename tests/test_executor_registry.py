@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from harnessctl.errors import ConfigError
-from harnessctl.evaluate import EvalRequest, Recorder, evaluate
-from harnessctl.executors import EXECUTORS
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
+from harnessctl.run.evaluate import EvalRequest, evaluate
+from harnessctl.run.executor import EXECUTORS
+from harnessctl.run.record import Recorder
 from harnessctl.suite import load_suite
 from harnessctl.workspace import load_workspace
 

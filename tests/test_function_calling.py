@@ -460,9 +460,9 @@ class FunctionCallingDBBench(Harness):
 def test_a_function_calling_harness_solves_dbbench_with_replay_end_to_end(tmp_path, workspace):
     """replay/dbbench answers with tool calls when the request offers the functions: through
     the gateway, the runtime's typed actions, the sandboxed SQL tool, scoring and the store."""
-    from harnessctl.evaluate import EvalRequest, evaluate
     from harnessctl.harness import load_harness
     from harnessctl.policy import Policy
+    from harnessctl.run.evaluate import EvalRequest, evaluate
     from harnessctl.suite import load_suite
     from harnessctl.workspace import load_workspace
 

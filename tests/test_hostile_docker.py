@@ -36,7 +36,7 @@ from test_docker_sandbox import docker_engine  # noqa: F401 (fixture)
 
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
-from harnessctl.rollout import RolloutSession
+from harnessctl.run.session import RolloutSession
 from harnessctl.sandbox import Limits
 from harnessctl.sandbox.docker import DockerSandbox
 from harnessctl.sandbox.docker_files import copy_out, read_tail

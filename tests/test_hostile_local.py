@@ -24,7 +24,7 @@ from test_eval_cli import rows, task_flags
 
 from harnessctl.gateway import Budget, Gateway, llm, protocol, transport
 from harnessctl.policy import Policy
-from harnessctl.rollout import _drop_special_files, _read_events, _read_result
+from harnessctl.run.session import _drop_special_files, _read_events, _read_result
 from harnessctl.runtime.client import BudgetExceeded, GatewayClient
 from harnessctl.sandbox import OWNER_FILE, mark_owner, reap_stale
 from harnessctl.sandbox.local import LocalSandbox, _collect

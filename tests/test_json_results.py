@@ -209,3 +209,30 @@ def test_init_rollouts_and_export_edits_json(ws, evolved, tmp_path):
     exported = check(ExportEditsResult, data, "export-edits")
     assert exported.counts["grpo/test"] == 0 and "grpo/test" in exported.empty
     assert "grpo/test.jsonl has no record" in result.stderr.replace("\n", "")
+
+
+def test_profile_route_and_show_json_share_the_envelope(ws, baselined):
+    """``profile``, ``route`` and ``show`` print the same envelope as every other command:
+    ``kind``, ``version``, then the payload, each the dump of its typed model."""
+    from harnessctl.records import Trajectory
+    from harnessctl.results import ProfilesResult, RouteRecord
+
+    data = cli_json(ws, "profile", *baselined, "--split", "test", "--rollouts", 1)
+    profiles = ProfilesResult.model_validate(data)
+    assert list(data)[:2] == ["kind", "version"] and data["kind"] == "profile"
+    assert profiles.base == BASE and set(profiles.profiles) == set(baselined)
+    assert profiles.model_dump(mode="json") == data
+    listed = cli_json(ws, "rollouts", "--harness", BASE, "--limit", 50)["rollouts"]
+    failed = next(r for r in listed if r["outcome"] != "success")
+    data = cli_json(ws, "route", "--task", failed["task"], "--failures", failed["id"])
+    route = RouteRecord.model_validate(data)
+    assert list(data)[:2] == ["kind", "version"] and (data["kind"], data["version"]) == (
+        "route",
+        1,
+    )
+    assert route.task_id == failed["task"] and route.model_dump(mode="json") == data
+    result = invoke(ws, "show", failed["id"], "--json")
+    assert result.exit_code == 0, result.output[-2000:]
+    shown = json.loads(result.stdout)
+    assert list(shown)[:2] == ["kind", "version"] and shown["kind"] == "trajectory"
+    assert Trajectory.load(shown).rollout_id == failed["id"]

@@ -17,11 +17,11 @@ import yaml
 from typer.testing import CliRunner
 
 from harnessctl.cli import app
-from harnessctl.evaluate import EvalRequest, evaluate
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
 from harnessctl.profiles.router import route
 from harnessctl.profiles.runner import load_profiles
+from harnessctl.run.evaluate import EvalRequest, evaluate
 from harnessctl.suite import load_suite
 from harnessctl.workspace import init_workspace, load_workspace
 from tests.openai_stub import OpenAIStub, Reply

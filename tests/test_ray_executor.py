@@ -24,9 +24,9 @@ from test_eval_library import request as eval_request
 from typer.testing import CliRunner
 
 from harnessctl.cli import app
-from harnessctl.evaluate import EvalRequest, evaluate
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
+from harnessctl.run.evaluate import EvalRequest, evaluate
 from harnessctl.store import Store
 from harnessctl.suite import load_suite
 from harnessctl.workspace import init_workspace, load_workspace
@@ -232,7 +232,7 @@ def test_an_evolve_round_through_ray_matches_the_local_executor(ray_cluster, tmp
 
 
 def test_a_node_writes_each_harness_once_and_checks_its_hash(workspace, monkeypatch, tmp_path):
-    from harnessctl.executors import node
+    from harnessctl.run import node
 
     monkeypatch.setattr(node, "_harnesses", {})
     monkeypatch.setattr(node.tempfile, "tempdir", str(tmp_path))
@@ -254,7 +254,7 @@ def test_a_node_writes_each_harness_once_and_checks_its_hash(workspace, monkeypa
 
 def test_a_node_with_another_runtime_version_refuses_the_task(workspace):
     from harnessctl.errors import ConfigError
-    from harnessctl.executors import node
+    from harnessctl.run import node
 
     spec = load_harness(workspace / "harnesses" / "dbbench-base")
     task = load_suite(workspace / "examples" / "dbbench").tasks("dev").tasks[0]

@@ -21,7 +21,7 @@ from test_ray_executor import (
     request,
 )
 
-from harnessctl.evaluate import evaluate
+from harnessctl.run.evaluate import evaluate
 from harnessctl.store import Store
 
 

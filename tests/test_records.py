@@ -11,7 +11,7 @@ from harnessctl.errors import ConfigError, HarnessctlError
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
 from harnessctl.records import TRAJECTORY_FORMAT, Profile, Trajectory
-from harnessctl.rollout import RolloutSession
+from harnessctl.run.session import RolloutSession
 from harnessctl.sandbox import Limits
 from harnessctl.suite import load_suite
 from tests.conftest import BASE_HARNESS, EXAMPLE_SUITE, ROOT
@@ -28,7 +28,8 @@ def test_a_rollout_leaves_a_versioned_trajectory_without_secrets():
         with RolloutSession(suite.environment, limits=Limits(timeout_s=30)) as session:
             rec = session.run(load_harness(BASE_HARNESS), task, 0, policy)
     traj = rec.trajectory
-    assert isinstance(traj, Trajectory) and traj.format_version == TRAJECTORY_FORMAT
+    assert isinstance(traj, Trajectory) and traj.version == TRAJECTORY_FORMAT == 4
+    assert list(traj.model_dump())[:2] == ["kind", "version"] and traj.kind == "trajectory"
     assert traj.env == "dbbench" and traj.task_id == "dev-004"
     assert traj.policy.params["api_key"] == "***"
     assert "sk-very-secret" not in traj.model_dump_json()
@@ -54,9 +55,15 @@ def test_an_unversioned_trajectory_is_upgraded_and_a_newer_one_refused():
         "sandbox": {"exit_code": 0, "timed_out": False, "wall_s": 0.1},
     }
     traj = Trajectory.load(legacy)
-    assert traj.format_version == TRAJECTORY_FORMAT and traj.steps == []
-    with pytest.raises(HarnessctlError, match="format_version 99 is newer"):
+    assert traj.version == TRAJECTORY_FORMAT and traj.steps == []
+    # written by the previous format (3): the field was ``format_version``, with no kind
+    previous = Trajectory.load({**legacy, "format_version": 3, "steps": []})
+    assert previous.version == TRAJECTORY_FORMAT and previous.kind == "trajectory"
+    assert previous.outcome == "success" and previous.result is not None
+    with pytest.raises(HarnessctlError, match="version 99 is newer"):
         Trajectory.load({**legacy, "format_version": 99}, where="x.json.gz")
+    with pytest.raises(HarnessctlError, match="version 99 is newer"):
+        Trajectory.load({**legacy, "version": 99}, where="x.json.gz")
 
 
 def test_a_committed_profile_round_trips_through_the_model():

@@ -22,7 +22,6 @@ import pytest
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 import litellm  # noqa: E402
 
-from harnessctl.policies import OFFLINE_PROVIDERS, oracle, register_providers  # noqa: E402
 from harnessctl.envs.dbbench.sim import (  # noqa: E402
     MODES,
     Task,
@@ -35,6 +34,7 @@ from harnessctl.envs.dbbench.sim_signals import (  # noqa: E402
     reply_kind,
     restates_format,
 )
+from harnessctl.policies import OFFLINE_PROVIDERS, oracle, register_providers  # noqa: E402
 from harnessctl.policies.sim_signals import commit_signal  # noqa: E402
 from harnessctl.policy import Policy  # noqa: E402
 

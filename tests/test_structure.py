@@ -127,7 +127,7 @@ def test_cycle_finder_reports_a_cycle() -> None:
     assert cycle_in(graph, {"a", "b", "c", "e"}) == ["a", "b", "c", "a"]
     assert cyclic_components({"a": {"b"}, "b": set()}) == []
     assert within_one_package({"harnessctl.cli", "harnessctl.cli.render"})
-    assert not within_one_package({"harnessctl.evaluate", "harnessctl.executors.ray"})
+    assert not within_one_package({"harnessctl.evolve.engine", "harnessctl.run.ray"})
 
 
 def test_relative_imports_resolve() -> None:
@@ -180,3 +180,29 @@ def test_no_long_cli_function() -> None:
                 if lines > MAX_CLI_FUNCTION_LINES:
                     long.append(f"{module_name(path)}.{node.name}: {lines} lines")
     assert not long, f"CLI functions over {MAX_CLI_FUNCTION_LINES} lines:\n" + "\n".join(long)
+
+
+def unit_of(module: str) -> str:
+    """The top-level part of harnessctl a module belongs to (``harnessctl.run.session`` ->
+    ``harnessctl.run``; a top-level module is its own unit)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_arrow_runs_back_up_between_packages() -> None:
+    """Collapse every module into its top-level package (or top-level module): the graph of
+    those units has no cycle, so the packages stand in layers and no import runs back up
+    (``run`` imports nothing of evolve, profiles, pools or the CLI; ``workspace`` nothing of
+    profiles). A package's own ``__init__`` importing its submodules is not counted."""
+    graph: dict[str, set[str]] = {}
+    for module, imported in import_graph().items():
+        unit = unit_of(module)
+        graph.setdefault(unit, set())
+        graph[unit] |= {unit_of(m) for m in imported if unit_of(m) != unit}
+    for unit in list(graph):
+        for target in graph[unit]:
+            graph.setdefault(target, set())
+    components = cyclic_components(graph)
+    assert not components, [cycle_in(graph, c) for c in components]
+    # the run layer in particular: below everything that drives rollouts
+    above = {"harnessctl.cli", "harnessctl.evolve", "harnessctl.profiles", "harnessctl.pool"}
+    assert not graph["harnessctl.run"] & (above | {"harnessctl.regress", "harnessctl.report"})

@@ -7,7 +7,7 @@ import pytest
 
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
-from harnessctl.rollout import RolloutSession
+from harnessctl.run.session import RolloutSession
 from harnessctl.sandbox import Limits
 from harnessctl.suite import load_suite
 from tests.conftest import ROOT

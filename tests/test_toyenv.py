@@ -359,9 +359,9 @@ def test_an_episode_that_raises_is_retried_as_an_infra_error(ws, tmp_path):
     from toyenv import ToyEnvironment, ToyEpisode
 
     from harnessctl.envs import ENVIRONMENTS
-    from harnessctl.evaluate import EvalRequest, evaluate
     from harnessctl.harness import load_harness
     from harnessctl.policy import Policy
+    from harnessctl.run.evaluate import EvalRequest, evaluate
     from harnessctl.suite import load_suite
 
     crashes = {"left": 0}

@@ -80,7 +80,7 @@ def eval_command(
 ) -> None:
     """Evaluate a harness on a suite split: cached rollouts are served from the store, the
     rest run in sandboxes; prints success with a 95% interval, outcomes, tokens and cost."""
-    from ..evaluate import evaluate
+    from ..run.evaluate import evaluate
     from ..sandbox import Limits
     from ..workspace import load_workspace
     from .progress import rollout_progress

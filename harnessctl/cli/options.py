@@ -145,7 +145,7 @@ def placement(
 def eval_request(ws, harness, suite: str | None, policy, where: dict, **fields):
     """An ``EvalRequest`` of ``harness`` on the --suite (else the workspace's) under
     ``policy``, placed by ``where`` (see :func:`placement`); ``fields`` set the rest."""
-    from ..evaluate import EvalRequest
+    from ..run.evaluate import EvalRequest
 
     return EvalRequest(
         harness=harness, suite=ws.load_suite(suite), policy=policy, **where, **fields

@@ -80,8 +80,9 @@ def profile_command(
     """Profile harnesses (cached evaluation): success with a 95% interval, per category,
     outcomes, cost percentiles, the rescue set against the base, a behavior card, and the
     pool's rescue matrix; stored, and written as YAML under profiles/."""
+    from ..harness import lineage_root
     from ..profiles.reanchor import reanchor as refresh
-    from ..profiles.runner import lineage_root, profile_pool
+    from ..profiles.runner import profile_pool
     from ..workspace import load_workspace
     from .profile_view import render_profiles
     from .progress import rollout_progress
@@ -98,13 +99,13 @@ def profile_command(
     out_dir = out or ws.root / "profiles"
     env = base_spec.manifest.env
     anchor = policy_of(ws, anchor_policy, anchor_param, env) if anchor_policy else None
-    sample = dict(anchor_policy=anchor, per_category=per_category, sample_seed=sample_seed)
     drift = None
     with rollout_progress(err_console(), enabled=not as_json) as progress:
         if reanchor:
             drift = refresh(
-                specs, base_spec, template, db, **sample, out_dir=out_dir, progress=progress
-            )
+                specs, base_spec, template, db, anchor_policy=anchor, per_category=per_category,
+                sample_seed=sample_seed, out_dir=out_dir, progress=progress,
+            )  # fmt: skip
             pool = drift.profiles
         else:
             pool = profile_pool(specs, base_spec, template, db, out_dir=out_dir, progress=progress)

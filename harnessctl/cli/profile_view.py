@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .render import console, escape, pct
+from .render import console, escape, pct, print_result
 
 if TYPE_CHECKING:
     from ..records import RescueMatrix
@@ -18,7 +17,9 @@ if TYPE_CHECKING:
 def render_profiles(pool, drift, policy_id: str, *, as_json: bool) -> None:
     """``pool`` (a ``PoolProfiles``) and, after --reanchor, ``drift`` (a ``ReanchorResult``)."""
     if as_json:
-        console().print_json(json.dumps(profiles_payload(pool, drift, policy_id)))
+        from ..results import ProfilesResult
+
+        print_result(ProfilesResult(**profiles_payload(pool, drift, policy_id)))
         return
     render_pool(console(), pool, policy_id)
     if drift is not None:

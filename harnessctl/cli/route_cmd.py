@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
@@ -48,7 +47,7 @@ def route_command(
     from ..profiles.candidates import route_failures
     from ..profiles.voting import Voter
     from ..workspace import load_workspace
-    from .render import console
+    from .render import console, print_result
     from .route_view import render_route
 
     ws = load_workspace()
@@ -61,6 +60,8 @@ def route_command(
     candidates = pool_arg(pool) if pool else None
     result = route_failures(ws, db, task, ids, pool=candidates, k=k, voters=voters)
     if as_json:
-        console().print_json(json.dumps(result.to_dict()))
+        from ..results import RouteRecord
+
+        print_result(RouteRecord(**result.to_dict()))
     else:
         render_route(console(), result)

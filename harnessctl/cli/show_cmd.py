@@ -15,14 +15,14 @@ def show_command(
     """Render one rollout's trajectory: every model call, the action the harness took, the
     observation, and how the host scored the result."""
     from ..workspace import load_workspace
-    from .render import console
+    from .render import console, print_result
     from .trajectory_view import render_trajectory
 
     db = load_workspace().open_store(store)
     row = db.rollout(rollout_id)
     trajectory = db.trajectory(row)
     if as_json:
-        console().print_json(trajectory.model_dump_json())
+        print_result(trajectory)  # a Result: kind "trajectory", version, the record
         return
     render_trajectory(console(), row, trajectory)
 

@@ -51,12 +51,35 @@ from .directions import Direction
 from .editors import SYSTEM, render_parts, retry_turn
 from .reward import HarnessTree, RewardRecipe, find_harness, judge, recipe_verdict
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # 2: the reward recipe names its function and holds every input
 # 3: rejected attempts and retry turns; self-contained recipes (parent tree, pairs as
 #    objects, no credentials); reference_reward from the record's own recipe (the stored one
 #    is metadata.judged_reward); SFT also as prompt/completion; no empty file
+# 4: the version field is named ``version``, as in every harnessctl record (was schema_version)
 KINDS = ("sft", "sft_prompt_completion", "grpo")
+
+
+def _version_of(data: dict[str, Any]) -> Any:
+    """A stored record's version, under its name before schema 4 too."""
+    return data.get("version", data.get("schema_version", SCHEMA_VERSION))
+
+
+class _Versioned(BaseModel):
+    """An exported record: ``version`` first; records written before schema 4 named it
+    ``schema_version`` and still load."""
+
+    model_config = ConfigDict(extra="forbid")
+    version: int = SCHEMA_VERSION
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_version(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "schema_version" in data:
+            old = data["schema_version"]
+            data = {k: v for k, v in data.items() if k != "schema_version"}
+            data.setdefault("version", old)
+        return data
 SIDES = ("train", "test")
 
 
@@ -124,18 +147,16 @@ class EditMeta(BaseModel):
         return defaults | old
 
 
-class SFTRecord(BaseModel):
+class SFTRecord(_Versioned):
     """One supervised example: the editor's conversation, ending in the accepted patch."""
 
-    model_config = ConfigDict(extra="forbid")
-    schema_version: int = SCHEMA_VERSION
     messages: list[Turn]
     metadata: EditMeta
 
     @model_validator(mode="before")
     @classmethod
     def _from_schema_2(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) < 3:
+        if isinstance(data, dict) and _version_of(data) < 3:
             messages = [dict(m) for m in data.get("messages", [])]  # one turn, no weights
             for i, message in enumerate(messages):
                 message.setdefault("weight", int(i == len(messages) - 1))
@@ -143,21 +164,17 @@ class SFTRecord(BaseModel):
         return data
 
 
-class SFTPromptCompletionRecord(BaseModel):
+class SFTPromptCompletionRecord(_Versioned):
     """The same example in TRL's conversational prompt-completion form."""
 
-    model_config = ConfigDict(extra="forbid")
-    schema_version: int = SCHEMA_VERSION
     prompt: list[Message]
     completion: list[Message]
     metadata: EditMeta
 
 
-class GRPORecord(BaseModel):
+class GRPORecord(_Versioned):
     """One RL prompt: the editor prompt, how to score a response, a realised reference."""
 
-    model_config = ConfigDict(extra="forbid")
-    schema_version: int = SCHEMA_VERSION
     prompt: list[Message]
     reward: RewardRecipe
     reference_response: str
@@ -166,11 +183,9 @@ class GRPORecord(BaseModel):
     metadata: EditMeta
 
 
-class EditExport(BaseModel):
+class EditExport(_Versioned):
     """What an export wrote (``manifest.json``)."""
 
-    model_config = ConfigDict(extra="forbid")
-    schema_version: int = SCHEMA_VERSION
     test_fraction: float
     seed: int
     min_reward: float

@@ -21,12 +21,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ..errors import HarnessctlError
-from ..evaluate import EvalRequest, evaluate
 from ..gateway.protocol import redact
 from ..harness import HarnessSpec, load_harness
+from ..records import Record
+from ..run.evaluate import EvalRequest, evaluate
 from .digest import digest
 from .directions import Direction
 from .editors import EditContext, Editor
@@ -69,11 +70,8 @@ class Variant:
     rescued_pairs: list[tuple[str, int]] = field(default_factory=list)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
-
-class VariantRecord(_Model):
+class VariantRecord(Record):
     """An accepted child harness, as ``evolve --json`` lists it."""
 
     name: str
@@ -94,7 +92,7 @@ class VariantRecord(_Model):
     """What the editor spent on the edit."""
 
 
-class BestVariant(_Model):
+class BestVariant(Record):
     """The last accepted variant of a direction, judged on the whole split."""
 
     name: str
@@ -103,7 +101,7 @@ class BestVariant(_Model):
     success_rate: float
 
 
-class EditOutcome(_Model):
+class EditOutcome(Record):
     """One editor proposal and what became of it (the store's ``EditRow`` has the rest)."""
 
     id: str
@@ -118,7 +116,7 @@ class EditOutcome(_Model):
     reward: float = 0.0
 
 
-class EvolveRecord(_Model):
+class EvolveRecord(Record):
     """``harnessctl evolve --json`` (``EvolveResult.record()``)."""
 
     kind: Literal["evolve"] = "evolve"
@@ -166,7 +164,7 @@ def evolve_id(req: EvolveRequest) -> str:
     policy, budgets, the editor with its parameters (credentials left out), the directions'
     definitions, rounds, batch sizes and the acceptance rule. A rerun with all of them equal
     resumes (replays its recorded edits); any change is a new run with new edits."""
-    from ..evaluate import budget_key
+    from ..run.evaluate import budget_key
 
     blob = json.dumps(
         [

@@ -45,10 +45,10 @@ from .directions import Direction
 from .validate import Rejected, build_child
 
 if TYPE_CHECKING:
-    from ..evaluate import EvalRequest
-    from ..executors.base import Progress
     from ..harness import HarnessSpec
     from ..policy import Policy
+    from ..run.evaluate import EvalRequest
+    from ..run.executor import Progress
 
 INVALID_REWARD = 0.0
 REWARD_FUNCTION = "harnessctl.evolve.reward.reward_for_record"
@@ -176,7 +176,7 @@ def judge_edit(
 
     Validates the patch and builds the child in ``workdir`` (kept, for a caller that commits
     it) or in a temporary directory (removed), smoke-tests it on the first batch pair, then
-    re-runs it through :func:`harnessctl.evaluate.evaluate` (cached, stored like any
+    re-runs it through :func:`harnessctl.run.evaluate` (cached, stored like any
     evaluation) on ``batch`` (pairs the parent failed) and ``control`` (pairs it succeeded
     on) with the suite, split, policy and limits of ``evaluation``. Writes no edit record and
     no git commit.
@@ -243,7 +243,7 @@ def judge_edit(
 
 
 def _run(evaluation: EvalRequest, child: HarnessSpec, pairs: list, store: Any, progress) -> list:
-    from ..evaluate import evaluate
+    from ..run.evaluate import evaluate
 
     request = replace(evaluation, harness=child, pairs=[tuple(p) for p in pairs])
     return evaluate(request, store, progress=progress).complete(child.name).rows
@@ -446,8 +446,8 @@ def reward_for_record(
       ``$HARNESSCTL_SANDBOX`` / ``$HARNESSCTL_WORKERS``, else ``local`` and 2.
     """
     from ..constants import ENV_SANDBOX, ENV_WORKERS
-    from ..evaluate import EvalRequest
     from ..policy import Policy
+    from ..run.evaluate import EvalRequest
     from ..sandbox import Limits
     from ..store import Store
     from ..suite import Suite, load_suite

@@ -15,7 +15,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..records import EnvStep
 from ..runtime.wire import RESET_PATH, STEP_BUDGET_EXCEEDED, STEP_PATH, StepResult
@@ -68,7 +68,7 @@ def handle(rollout: Any, raw: bytes, *, path: str) -> Response:
         msg = "this rollout's environment is not host-served"
         return 404, protocol.error_body("not_found", "no_episode", msg)
     started = time.time()
-    kind = "reset" if path == RESET_PATH else "step"
+    kind: Literal["reset", "step"] = "reset" if path == RESET_PATH else "step"
     try:
         body = _parse(raw)
         tool, argument, arguments = (None, "", None) if kind == "reset" else _action(body)

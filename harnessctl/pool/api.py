@@ -22,6 +22,7 @@ from ..harness import HarnessSpec, check_environment, load_harness
 from ..policy import Policy
 from ..records import ModelCall, Profile, Trajectory
 from ..sandbox import Limits
+from .export import manifest_version
 from .integrity import MANIFEST, PoolIntegrityError, check_pool
 from .tokens import NoTokenIds, TokenSequence, stitch
 
@@ -169,7 +170,7 @@ class PoolHarness:
             task = task_from_record(task, env=self.spec.manifest.env)
         real = policy.to_policy(seed) if isinstance(policy, EndpointPolicy) else policy
         check_environment(self.spec, task.env)
-        from ..rollout import check_run_config
+        from ..run.session import check_run_config
 
         rec = self.pool.session().run(self.spec, task, seed, real)
         check_run_config(rec.ledger, real)  # a refused configuration is no task failure
@@ -252,6 +253,7 @@ class Pool:
             root = _unpack(root)
         check_pool(root)
         manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+        manifest_version(manifest, str(root / MANIFEST))
         budgets = {"max_calls": max_calls, "max_tokens": max_tokens}
         pool = cls(root, manifest, sandbox=sandbox, limits=limits, **budgets)
         for entry in manifest["harnesses"]:
@@ -310,7 +312,7 @@ class Pool:
         return [c.name for c in result.top]
 
     def session(self):
-        from ..rollout import RolloutSession
+        from ..run.session import RolloutSession
 
         with self._lock:
             if self._session is None:

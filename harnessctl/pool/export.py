@@ -18,7 +18,20 @@ from ..records import Profile
 from ..runtime import PROTOCOL_VERSION
 from .integrity import MANIFEST, write_checksums
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""The pool manifest's format (``version`` in pool.json; 1 named it ``schema_version``)."""
+
+
+def manifest_version(manifest: dict[str, Any], where: str) -> int:
+    """A pool manifest's format version (under its old name too); ``HarnessctlError`` for
+    one newer than this harnessctl reads or not an integer."""
+    version = manifest.get("version", manifest.get("schema_version"))
+    if not isinstance(version, int) or isinstance(version, bool) or version > SCHEMA_VERSION:
+        raise HarnessctlError(
+            f"{where}: pool version {version!r} is not one this harnessctl reads "
+            f"(1..{SCHEMA_VERSION}); upgrade harnessctl"
+        )
+    return version
 DEFAULT_ROUTER = {"kind": "profile-rescue", "smoothing_prior": 2.0, "k": 3, "voters": []}
 
 
@@ -97,7 +110,7 @@ def export_pool(
             }
         )
     manifest = {
-        "schema_version": SCHEMA_VERSION,
+        "version": SCHEMA_VERSION,
         "name": name,
         "pool_id": pool_id([e["hash"] for e in entries]),
         "harnessctl_version": __version__,

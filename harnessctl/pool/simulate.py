@@ -5,18 +5,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from ..records import Record
 from .sampler import rescue_group
 
 RESCUE_SIM_VERSION = 1
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
-
-class TaskRescue(_Model):
+class TaskRescue(Record):
     """What the rescue rule did with one task's group."""
 
     task_id: str
@@ -29,7 +27,7 @@ class TaskRescue(_Model):
     reason: str
 
 
-class RescueSimResult(_Model):
+class RescueSimResult(Record):
     """``harnessctl rescue-sim --json``: one group per task under the base, the rescue rule
     applied to each."""
 

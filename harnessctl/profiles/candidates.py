@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import HarnessctlError
-from ..harness import HarnessSpec, load_harness
+from ..harness import HarnessSpec, lineage_root, load_harness
 from ..workspace import Workspace, harness_dirs
 from .router import RouteResult, route
-from .runner import lineage_root, load_profiles
+from .runner import load_profiles
 from .voting import Voter
 
 

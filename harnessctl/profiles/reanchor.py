@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HarnessctlError
-from ..evaluate import EvalRequest, Progress, evaluate
 from ..harness import HarnessSpec
 from ..policy import Policy
 from ..records import Profile, ReanchorInfo
+from ..run.evaluate import EvalRequest, Progress, evaluate
 from ..stats import wilson_interval
 from .build import rescue_evidence, rnd
 from .runner import PoolProfiles, profile_pool, stored_profile

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import HarnessctlError
-from ..evaluate import EvalRequest, Progress, evaluate
 from ..harness import HarnessSpec
+from ..run.evaluate import EvalRequest, Progress, evaluate
 from ..summary import Summary, summarize
 from .router import route
 from .runner import edit_splits, load_profiles

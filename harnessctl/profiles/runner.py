@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HarnessctlError
-from ..evaluate import EvalRequest, Progress, evaluate
-from ..harness import HarnessSpec, load_harness
+from ..harness import HarnessSpec
 from ..records import (
     HarnessRef,
     Profile,
@@ -20,6 +19,7 @@ from ..records import (
     RescueMatrix,
     SuiteRef,
 )
+from ..run.evaluate import EvalRequest, Progress, evaluate
 from .build import build_profile, rescue_matrix
 from .card import behavior_card
 
@@ -34,23 +34,6 @@ class PoolProfiles:
     rows: dict[str, list]
     profile_ids: dict[str, str] = field(default_factory=dict)
     paths: list[Path] = field(default_factory=list)
-
-
-def lineage_root(spec: HarnessSpec, harnesses_dir: Path) -> HarnessSpec:
-    """Follow ``parent`` in the manifests up to the harness that has none."""
-    seen = {spec.name}
-    while spec.manifest.parent:
-        path = harnesses_dir / spec.manifest.parent
-        if not (path / "harness.yaml").is_file():
-            raise HarnessctlError(
-                f"harness {spec.name}: parent {spec.manifest.parent!r} not found in "
-                f"{harnesses_dir}; pass --base"
-            )
-        spec = load_harness(path)
-        if spec.name in seen:
-            raise HarnessctlError(f"harness {spec.name}: its parent chain has a cycle")
-        seen.add(spec.name)
-    return spec
 
 
 def _ident(spec: HarnessSpec) -> ProfileHarness:

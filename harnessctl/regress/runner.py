@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..evaluate import EvalRequest, Progress, evaluate
 from ..harness import HarnessSpec, load_harness
+from ..run.evaluate import EvalRequest, Progress, evaluate
 from ..workspace import Workspace
 from . import Check, baseline_path, compare, load_baseline
 
@@ -64,7 +64,8 @@ def update_baselines(
     progress: Progress | None = None,
 ) -> list[Path]:
     """Re-profile ``specs`` (rescues against their lineage root) and write the baselines."""
-    from ..profiles.runner import lineage_root, profile_pool
+    from ..harness import lineage_root
+    from ..profiles.runner import profile_pool
 
     base = lineage_root(specs[0], ws.harnesses_dir)
     return profile_pool(specs, base, template, store, out_dir=root, progress=progress).paths

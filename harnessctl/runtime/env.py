@@ -48,7 +48,8 @@ class EnvClient:
             data = {}
         data = data if isinstance(data, dict) else {}
         if status != 200:
-            error = data.get("error") if isinstance(data.get("error"), dict) else {}
+            found = data.get("error")
+            error: dict[str, Any] = found if isinstance(found, dict) else {}
             text = f"HTTP {status} ({error.get('code')}): {error.get('message') or ''}"
             if status == 400 and error.get("code") == STEP_BUDGET_EXCEEDED:
                 raise StepLimit(text)

@@ -179,6 +179,7 @@ class Harness:
         """One turn as messages: the reply, then the feedback as a user message; a reply with
         tool calls is followed by one tool message per call (the feedback answers the call the
         action came from, the others were not run)."""
+        messages: list[dict[str, Any]]
         if not turn.tool_calls:
             messages = [{"role": "assistant", "content": turn.reply}]
             if turn.feedback is not None:
@@ -202,15 +203,22 @@ class Harness:
         """A function call as an :class:`Action`: ``answer`` for ``answer_tool``, ``tool`` for
         a tool or a declared function, ``invalid`` for anything else or arguments that are not
         a JSON object."""
-        ids = {"tool": call.name, "call_id": call.id}
+        tool, call_id = call.name, call.id
+        error: str | None
         try:
             arguments = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError as exc:
             error = f"the arguments of {call.name} are not valid JSON ({exc}): {call.arguments}"
-            return Action(kind="invalid", argument=call.arguments, error=error[:500], **ids)
+            return Action(
+                kind="invalid", argument=call.arguments, error=error[:500], tool=tool,
+                call_id=call_id,
+            )  # fmt: skip
         if not isinstance(arguments, dict):
             error = f"the arguments of {call.name} must be a JSON object: {call.arguments}"
-            return Action(kind="invalid", argument=call.arguments, error=error[:500], **ids)
+            return Action(
+                kind="invalid", argument=call.arguments, error=error[:500], tool=tool,
+                call_id=call_id,
+            )  # fmt: skip
         text = _single_string(arguments)
         argument = text if text is not None else json.dumps(arguments)
         kind, error = "tool", None
@@ -218,7 +226,10 @@ class Harness:
             kind = "answer"
         elif call.name not in self.tools and call.name not in self.function_names():
             kind, error = "invalid", f"unknown tool {call.name!r}"
-        return Action(kind=kind, argument=argument, error=error, arguments=arguments, **ids)
+        return Action(
+            kind=kind, argument=argument, error=error, arguments=arguments, tool=tool,
+            call_id=call_id,
+        )  # fmt: skip
 
     def model_params(self, state: State) -> dict:
         """What the next model call sends besides the messages: ``sampling``, and

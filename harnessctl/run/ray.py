@@ -17,11 +17,11 @@ import socket
 from typing import Any
 
 from ..errors import ConfigError, HarnessctlError, InfraError
-from ..evaluate import Recorder
 from ..outcomes import Outcome
-from ..rollout import check_run_config
-from .base import Pending, Progress, session_options
+from .executor import Pending, Progress, session_options
 from .node import HarnessBundle, NodeJob, run_rollout
+from .record import Recorder
+from .session import check_run_config
 
 
 def import_ray() -> Any:

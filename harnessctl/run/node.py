@@ -1,7 +1,7 @@
 """The node side of a distributed evaluation: run one rollout where the task landed.
 
 Imports no Ray, so any task scheduler can call :func:`run_rollout`. A node keeps one warm
-:class:`~harnessctl.rollout.RolloutSession` (gateway + sandbox) per distinct configuration
+:class:`~harnessctl.run.session.RolloutSession` (gateway + sandbox) per distinct configuration
 for the life of its worker process, and writes each harness tree it is sent once into the
 node's cache (``$TMPDIR/harnessctl-node-UID/<hash>``), checked against the driver's content
 hash before anything runs.
@@ -24,7 +24,7 @@ from ..envs import Task, get_environment
 from ..errors import ConfigError, HarnessctlError, InfraError
 from ..harness import HarnessSpec, harness_files, load_harness, rollout_version
 from ..policy import Policy
-from ..rollout import RolloutRecord, RolloutSession
+from .session import RolloutRecord, RolloutSession
 
 
 @dataclass(frozen=True)

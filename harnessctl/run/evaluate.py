@@ -16,21 +16,18 @@ import logging
 import threading
 import time
 import uuid
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from .constants import INFRA_RETRIES
-from .envs import TaskProblem
-from .errors import InfraError
-from .executors.base import EXECUTORS, Pending, Progress, check_executor, session_options
-from .harness import HarnessSpec, check_environment, rollout_version
-from .outcomes import Outcome
-from .policy import Policy
-from .rollout import RolloutRecord, RolloutSession, check_run_config
-from .run.budget import resolve_budgets
-from .sandbox import Limits
-from .suite import Suite
-from .summary import EvalRecord, SkippedTask, Summary, summarize
+from ..constants import INFRA_RETRIES
+from ..envs import TaskProblem
+from ..errors import InfraError
+from ..harness import HarnessSpec, check_environment, rollout_version
+from ..policy import Policy
+from ..sandbox import Limits
+from ..suite import Suite
+from ..summary import EvalRecord, SkippedTask, Summary, summarize
+from .budget import resolve_budgets
+from .executor import EXECUTORS, Pending, Progress, check_executor
 
 CLAIM_POLL_S = 1.0
 """How often a run waiting for another run's rollouts looks for them."""
@@ -132,7 +129,7 @@ def budget_key(request: EvalRequest) -> str:
 
 def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> EvalResult:
     """Run (or serve from the store) every rollout of the request."""
-    from .store import HarnessRow, RunRow
+    from ..store import HarnessRow, RunRow
 
     check_executor(request.executor)
     suite = request.suite
@@ -275,7 +272,7 @@ class _Heartbeat:
         self.thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
 
     def _beat(self) -> None:
-        from .liveness import HEARTBEAT_S
+        from ..liveness import HEARTBEAT_S
 
         while not self.stop.wait(HEARTBEAT_S):
             try:
@@ -294,121 +291,5 @@ class _Heartbeat:
 
 def make_runner(request: EvalRequest, store, run_id: str, runtime: str):
     """The runner of ``request.executor`` from ``EXECUTORS``; each writes every result
-    through ``Recorder`` (the local one below is a ``Recorder``)."""
+    through :class:`harnessctl.run.record.Recorder`."""
     return EXECUTORS.create(request.executor, request, store, run_id, runtime)
-
-
-class Recorder:
-    """Writes the results of one evaluation's rollouts into the store.
-
-    Idempotent by cache key (``Store.record_rollout``), so a result delivered twice (a retried
-    task whose first run finished after all) is stored once.
-    """
-
-    def __init__(self, request: EvalRequest, store, run_id: str, runtime: str) -> None:
-        self.request = request
-        self.store = store
-        self.run_id = run_id
-        self.runtime = runtime
-
-    def record(self, job: Pending, record: RolloutRecord, attempt: int):
-        row, calls = self._rows(job, record, attempt)
-        return self.store.record_rollout(row, calls, record.trajectory)
-
-    def record_attempt(self, job: Pending, outcome: str, error: str, ledger=None) -> None:
-        """Record an infra-failed attempt with the model calls of its ``ledger`` (when the
-        executor got one back): they were made and paid for even though it is retried."""
-        from .store import AttemptRow
-
-        attempt_id = uuid.uuid4().hex
-        self.store.record_attempt(
-            AttemptRow(
-                id=attempt_id,
-                cache_key=job.cache_key,
-                run_id=self.run_id,
-                outcome=outcome,
-                error=error,
-                created_at=time.time(),
-            ),
-            call_rows(ledger.calls, attempt_id, self.run_id) if ledger is not None else [],
-        )
-
-    def _rows(self, job: Pending, rec: RolloutRecord, attempt: int):
-        from .store import RolloutRow
-
-        request, task, ledger = self.request, job.task, rec.ledger
-        row = RolloutRow(
-            id=rec.rollout_id,
-            cache_key=job.cache_key,
-            run_id=self.run_id,
-            harness_hash=request.harness.hash,
-            harness_name=request.harness.name,
-            suite=request.suite.name,
-            split=request.split,
-            task_id=task.id,
-            task_hash=task.content_hash,
-            category=task.category,
-            policy_id=request.policy.id,
-            policy_json=json.dumps(
-                {"model": request.policy.model, "params": request.policy.params}, sort_keys=True
-            ),
-            seed=job.seed,
-            runtime_version=self.runtime,
-            outcome=rec.outcome.value,
-            success=rec.success,
-            reward=rec.reward,
-            steps=rec.steps,
-            model_calls=len(ledger.calls),
-            prompt_tokens=ledger.prompt_tokens,
-            completion_tokens=ledger.completion_tokens,
-            cost_usd=ledger.cost_usd,
-            latency_s=ledger.latency_s,
-            wall_s=rec.wall_s,
-            isolation_json=json.dumps(rec.isolation, sort_keys=True),
-            error=rec.error,
-            attempts=attempt,
-            trajectory_path="",
-            created_at=time.time(),
-        )
-        return row, call_rows(ledger.calls, rec.rollout_id, self.run_id)
-
-
-def call_rows(calls: list, owner_id: str, run_id: str) -> list:
-    """``ModelCallRow``s of a ledger's calls (``CallRecord``), params redacted; the store
-    sets the owner (rollout or attempt) when it writes them."""
-    from .store.store import call_row
-
-    return [call_row(c, id=f"{owner_id}:{c.index}", idx=c.index, run_id=run_id) for c in calls]
-
-
-class _LocalRunner(Recorder):
-    """Runs the pending rollouts on worker threads of this process and stores each."""
-
-    def run_all(self, pending: list[Pending], progress: Progress | None, done: int, total: int):
-        session = RolloutSession(self.request.suite.environment, **session_options(self.request))
-        with session:
-            self.session = session
-            workers = max(1, self.request.workers)
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout") as pool:
-                queue = list(pending)
-                futures: dict[Future, Pending] = {}
-                while queue or futures:
-                    while queue and len(futures) < workers:
-                        job = queue.pop(0)
-                        futures[pool.submit(self.run_with_retries, job)] = job
-                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        job = futures.pop(fut)
-                        done += 1
-                        if progress:
-                            progress("rollout", done, total)
-                        yield job.cache_key, fut.result()
-
-    def run_with_retries(self, job: Pending):
-        for attempt in range(1, self.request.retries + 2):
-            record = self.session.run(self.request.harness, job.task, job.seed, self.request.policy)
-            if record.outcome != Outcome.INFRA_ERROR:
-                return self.record(job, record, attempt)
-            self.record_attempt(job, record.outcome.value, record.error or "", record.ledger)
-            check_run_config(record.ledger, self.request.policy)
-        return None

@@ -3,7 +3,7 @@ options, and the registry an executor is chosen from by name.
 
 An executor is a class built as ``Runner(request, store, run_id, runtime)`` whose
 ``run_all(pending, progress, done, total)`` yields ``(cache_key, row or None)`` per job, writing
-each result through :class:`harnessctl.evaluate.Recorder`. Built-ins are registered as import
+each result through :class:`harnessctl.run.record.Recorder`. Built-ins are registered as import
 paths, exactly as a third-party package registers one under the ``harnessctl.executors`` entry
 point group; ``package.module:Class`` also works in place of a name.
 """
@@ -31,8 +31,8 @@ EXECUTORS: Registry[Any] = Registry(
     "harnessctl.executors",
     "executor",
     {
-        "local": "harnessctl.evaluate:_LocalRunner",
-        "ray": "harnessctl.executors.ray:RayRunner",
+        "local": "harnessctl.run.local:LocalRunner",
+        "ray": "harnessctl.run.ray:RayRunner",
     },
     option="--executor",
 )

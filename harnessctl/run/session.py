@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .constants import (
+from ..constants import (
     ENV_GATEWAY_PORT,
     RT_ENV_ENV,
     RT_ENV_GATEWAY,
@@ -28,14 +28,14 @@ from .constants import (
     RT_ENV_MANIFEST,
     RT_ENV_TOKEN,
 )
-from .envs import Environment, Episode, Task
-from .errors import ConfigError
-from .gateway.ledger import RolloutLedger
-from .gateway.protocol import redact
-from .harness import HarnessSpec
-from .outcomes import Outcome, classify
-from .policy import Policy
-from .records import (
+from ..envs import Environment, Episode, Task
+from ..errors import ConfigError
+from ..gateway.ledger import RolloutLedger
+from ..gateway.protocol import redact
+from ..harness import HarnessSpec
+from ..outcomes import Outcome, classify
+from ..policy import Policy
+from ..records import (
     HarnessRef,
     ModelCall,
     PolicyRef,
@@ -44,8 +44,8 @@ from .records import (
     ScoreRecord,
     Trajectory,
 )
-from .run.budget import resolve_budgets
-from .sandbox import Job, Limits, Sandbox, SandboxResult, mark_owner, reap_stale
+from ..sandbox import Job, Limits, Sandbox, SandboxResult, mark_owner, reap_stale
+from .budget import resolve_budgets
 
 MAX_EVENTS_BYTES = 4 * 1024 * 1024
 MAX_RESULT_BYTES = 1_000_000
@@ -106,9 +106,9 @@ class RolloutSession:
         self._started = False
 
     def start(self) -> RolloutSession:
-        from .gateway import Budget, Gateway
-        from .gateway.llm import get_litellm
-        from .sandbox import get_sandbox
+        from ..gateway import Budget, Gateway
+        from ..gateway.llm import get_litellm
+        from ..sandbox import get_sandbox
 
         port = os.environ.get(ENV_GATEWAY_PORT)
         reap_stale()  # what a run killed with SIGKILL left behind
@@ -148,7 +148,7 @@ class RolloutSession:
         self.close()
 
     def run(self, harness: HarnessSpec, task: Task, seed: int, policy: Policy) -> RolloutRecord:
-        from .policies import offline_channel
+        from ..policies import offline_channel
 
         rollout_id = uuid.uuid4().hex
         workdir = self.workdir_root / rollout_id
