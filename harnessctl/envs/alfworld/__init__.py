@@ -45,48 +45,75 @@ def public_task(task: Task) -> dict[str, Any]:
     return {"task_id": task.id, "env": KIND, "instruction": goal_text(task.record)}
 
 
-def _command(argument: str, arguments: dict[str, Any] | None) -> tuple[str, str | None]:
-    """The game command of a step, and why the request is refused (None when it is not)."""
+def _command(tool: str, argument: str, arguments: dict[str, Any] | None) -> tuple[str, str | None]:
+    """The game command of a step (stripped of leading and trailing whitespace only, as
+    ALFWorld's ``PddlEnv`` strips it), and why the request is not a game command (None when
+    it is). A request that is not one is played as the blank command: "Nothing happens."."""
+    if tool != TOOL:
+        return "", f"unknown tool {tool!r}; use {TOOL!r}"
     if arguments is not None:
         command = arguments.get("command", "")
         if not isinstance(command, str):
             return "", "arguments.command must be a string"
         argument = command
-    command = " ".join(argument.split())
+    command = argument.strip()
     if not command:
         return "", "empty command: send one game command, e.g. `go to desk 1`"
     return command, None
 
 
 class AlfworldEpisode:
-    """One game played for one rollout (host only; see harnessctl.envs.Episode)."""
+    """One game played for one rollout (host only; see harnessctl.envs.Episode), answering
+    as ALFWorld's evaluation environment answers (``textworld.gym`` with the ``won`` and
+    ``admissible_commands`` infos, ``AlfredDemangler`` and the 50-step limit):
+
+    - every step request is a step, as the gateway's step budget counts it: a blank command
+      (and a request that is no game command: another tool, a non-string ``command``) is
+      answered "Nothing happens." with the admissible commands, like any command the game
+      does not accept;
+    - ``done`` when the game is won or at the 50th step (then ``info["truncated"]``: the
+      episode was cut at its step limit, not ended by the game; the runtime's ``step_limit``);
+    - once done, every further step repeats the last answer (observation, done, info).
+
+    ``info``: ``admissible_commands`` and ``won`` (and ``score``, 1 once won, after a step),
+    as the official env's infos; ``error`` when the command was not run ("Nothing happens.")."""
 
     def __init__(self, task: Task, memo: bool = True) -> None:
         self.task = task
         self.game = Game(task.record, memo=memo)
         self.steps = 0
         self.won = False
+        self.done = False
+        self._last: StepResult | None = None
 
     def reset(self) -> StepResult:
         view = self.game.reset()
-        self.steps, self.won = 0, view.won
-        return StepResult(view.observation, info={"admissible_commands": list(view.admissible)})
+        self.steps, self.won, self.done, self._last = 0, view.won, False, None
+        info = {"won": view.won, "admissible_commands": list(view.admissible)}
+        return StepResult(view.observation, info=info)
 
     def step(self, tool: str, argument: str, arguments: dict[str, Any] | None) -> StepResult:
-        if tool != TOOL:
-            return StepResult(NOTHING, info={"error": f"unknown tool {tool!r}; use {TOOL!r}"})
-        command, refused = _command(argument, arguments)
-        if refused:
-            return StepResult(NOTHING, info={"error": refused})
-        if self.won:
-            return StepResult("The task is already complete.", done=True)
         self.steps += 1
+        if self.done and self._last is not None:
+            last = self._last
+            return StepResult(last.observation, done=True, info=json.loads(json.dumps(last.info)))
+        command, refused = _command(tool, argument, arguments)
         view = self.game.step(command)
         self.won = view.won
-        info: dict[str, Any] = {"admissible_commands": list(view.admissible)}
-        if view.observation.strip() == NOTHING and not view.won:
+        self.done = view.won or self.steps >= MAX_STEPS
+        info: dict[str, Any] = {
+            "won": view.won,
+            "score": 1 if view.won else 0,
+            "admissible_commands": list(view.admissible),
+        }
+        if refused:
+            info["error"] = refused
+        elif view.observation.strip() == NOTHING and not view.won:
             info["error"] = NOT_ADMISSIBLE
-        return StepResult(view.observation, done=view.won, info=info)
+        if self.done and not view.won:
+            info["truncated"] = True
+        self._last = StepResult(view.observation, done=self.done, info=info)
+        return StepResult(view.observation, done=self.done, info=dict(info))
 
     def close(self) -> None:
         self.game.close()
@@ -105,7 +132,7 @@ class AlfworldEnvironment:
     #: Tokens per rollout: 50 turns with the whole history in context come to ~150,000.
     max_tokens = 400_000
     #: Bumped when loading, episodes or scoring change what a rollout's outcome would be.
-    version = "1"
+    version = "2"
     #: Repair directions for ALFWorld harnesses, with the rule-based editor's repairs.
     directions = HERE / "directions"
 
