@@ -10,11 +10,14 @@ gateway socket. The sandbox sees ``task.json`` (the goal as the game states it) 
 observations; the walkthrough never leaves the host (``oracle`` and ``replay`` hand it to
 offline test doubles only).
 
-What a step tells the harness (``info``, public): ``admissible_commands``, the commands the
-game accepts in the new state (ALFWorld's standard information; a harness may show them or
-not: ``alfworld-base`` does not), and ``error`` when the game answered "Nothing happens."
-(the command was not admissible, so nothing changed). Success: the game is won within the
-step limit (50 steps, as in the papers); an episode that runs out of steps is ``step_limit``.
+An episode answers exactly as ALFWorld's evaluation environment does (see
+:class:`AlfworldEpisode`; ``tests/test_alfworld_official.py`` plays both side by side). What
+a step tells the harness (``info``, public): ``admissible_commands``, the commands the game
+accepts in the new state, ``won`` and ``score`` (ALFWorld's standard information; a harness
+may show them or not: ``alfworld-base`` does not), ``error`` when the game answered "Nothing
+happens." (the command was not admissible, so nothing changed) and ``truncated`` at the 50th
+step without a win. Success: the game is won within the step limit (50 steps, as in the
+papers); an episode that runs out of steps is ``step_limit``.
 
 The games are deterministic, so answers already computed for the same game and commands are
 served from memory (:class:`.play.Game`); ``env_options: {memo: false}`` runs every command
