@@ -13,9 +13,9 @@ shape this module:
   a game, only short ones around the pool and the memo;
 - each ``PddlEnv`` loads its own copy of fast-downward's 34 MB shared library, and an engine
   process starts in 1-2 s, so idle engines are **pooled** and reused by later episodes (the
-  one that played the same game first: its translations are memoised), and closed after
-  :data:`IDLE_S` seconds unused, at interpreter exit, or when this process dies (they exit at
-  EOF on their stdin): none outlives the run;
+  one that played the same game first: its translations are memoised), and closed once none
+  has been in use for :data:`IDLE_S` seconds, at interpreter exit, or when this process dies
+  (they exit at EOF on their stdin): none outlives the run;
 - a reset translates the game's PDDL four times (1-3 s of pure Python); the translation is a
   pure function of its inputs and is memoised in each engine.
 
@@ -43,7 +43,7 @@ from harnessctl.errors import ConfigError
 NOTHING = "Nothing happens."
 """ALFWorld's answer to a command that is not admissible (nothing in the game changes)."""
 INSTALL_HINT = "pip install 'harnessctl[alfworld]'"
-#: Seconds an idle engine process is kept for a later episode before it is closed.
+#: Seconds without any engine in use after which the idle engines are closed.
 IDLE_S = 60.0
 _SOURCE_ROOT = Path(__file__).resolve().parents[3]
 
@@ -93,7 +93,6 @@ class _Engine:
             env=_child_env(),
         )
         self.known: set[str] = set()  # games whose files this engine has been sent
-        self.idle_since = time.monotonic()
 
     @property
     def pid(self) -> int:
@@ -151,11 +150,13 @@ class _Pool:
         self.idle: list[_Engine] = []
         self.live: set[_Engine] = set()
         self.created = 0
+        self.last_active = time.monotonic()  # when an engine was last taken or given back
         self._reaper: threading.Thread | None = None
 
     def take(self, key: str) -> _Engine:
         """An idle engine (one that has played ``key`` first), else a new one."""
         with self.lock:
+            self.last_active = time.monotonic()
             self.idle = [e for e in self.idle if e.alive() or self._forget(e)]
             for engine in reversed(self.idle):
                 if key in engine.known:
@@ -177,8 +178,8 @@ class _Pool:
         if not engine.alive():
             self.discard(engine)
             return
-        engine.idle_since = time.monotonic()
         with self.lock:
+            self.last_active = time.monotonic()
             self.idle.append(engine)
             if self._reaper is None:
                 self._reaper = threading.Thread(
@@ -195,15 +196,19 @@ class _Pool:
         engine.close(wait_s=1.0)
 
     def _reap(self) -> None:
-        """Close engines idle for longer than :data:`IDLE_S`; ends when none is left."""
+        """Close the idle engines once no engine has been in use for :data:`IDLE_S` seconds
+        (the run is over; while it goes on, an idle engine is kept for when concurrency rises
+        again, its translations memoised); ends when none is left."""
         while True:
             time.sleep(min(5.0, IDLE_S / 4))
-            now = time.monotonic()
             with self.lock:
-                stale = [e for e in self.idle if now - e.idle_since > IDLE_S]
+                in_use = len(self.live) - len(self.idle)
+                quiet = time.monotonic() - self.last_active > IDLE_S
+                stale = self.idle if in_use == 0 and quiet else []
                 for engine in stale:
-                    self.idle.remove(engine)
                     self.live.discard(engine)
+                if stale:
+                    self.idle = []
                 if not self.live:
                     self._reaper = None
             for engine in stale:
