@@ -12,8 +12,15 @@
    scoring), against playing them directly in one process (`Game.reset` and `Game.step`, no
    harnessctl around it), each in interleaved rounds. The answer memo is off on both sides
    (`memo=False`), so both pay the game's full time.
+3. Replay throughput at 1 and 2 workers: `replay/alfworld` rollouts of every shipped game
+   (`--scale-games`, default all 36) run by 1 and then 2 rollout threads sharing one
+   `RolloutSession`, as `harnessctl eval --workers N` runs them (memo off, so every step runs
+   in an engine process), in `--rounds` alternating rounds; the ratio of the median
+   throughputs, and whether the outcomes are the same. Before it, every game is reset once
+   on each of the 2 engine processes, so neither side pays a PDDL translation.
 
-usage: .venv/bin/python benchmarks/alfworld_steps.py [--games 12] [--rounds 3] [--json out.json]
+usage: .venv/bin/python benchmarks/alfworld_steps.py [--games 12] [--rounds 3]
+       [--scale-games 36] [--json out.json]
 Needs the `alfworld` extra and bwrap (Debian's bubblewrap).
 """
 
@@ -21,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harnessctl.envs import Episode, StepResult, get_environment
@@ -80,10 +89,56 @@ def direct(env: AlfworldEnvironment, task) -> float:
     return time.perf_counter() - t0
 
 
+def warm_engines(tasks, engines: int) -> None:
+    """Reset every game on each of ``engines`` engine processes (held at once, so each is a
+    different one): their PDDL translations are then memoised in all of them."""
+
+    def reset_all(_: int) -> None:
+        for task in tasks:
+            game = Game(task.record, memo=False)
+            game.reset()
+            held.append(game)
+
+    held: list[Game] = []
+    with ThreadPoolExecutor(engines) as pool:
+        list(pool.map(reset_all, range(engines)))
+    for game in held:
+        game.close()
+
+
+def replay_throughput(env, tasks, harness, policy, workers: int, rounds: int) -> dict:
+    """Rollouts per second of ``tasks`` replayed at 1 and at ``workers`` threads."""
+    from harnessctl.rollout import RolloutSession
+
+    warm_engines(tasks, workers)
+    rates: dict[int, list[float]] = {1: [], workers: []}
+    outcomes: dict[int, dict[str, str]] = {}
+    with RolloutSession(env, sandbox="local") as session:
+        for _ in range(rounds):
+            for n in (1, workers):
+                t0 = time.perf_counter()
+                with ThreadPoolExecutor(n) as pool:
+                    records = list(pool.map(lambda t: session.run(harness, t, 0, policy), tasks))
+                rates[n].append(len(tasks) / (time.perf_counter() - t0))
+                outcomes[n] = {r.task.id: r.outcome.value for r in records}
+    one, many = statistics.median(rates[1]), statistics.median(rates[workers])
+    return {
+        "games": len(tasks),
+        "workers": workers,
+        "rollouts_per_s": {"1": one, str(workers): many},
+        "ratio": many / one,
+        "outcomes_unchanged": outcomes[1] == outcomes[workers],
+        "all_success": set(outcomes[1].values()) == {"success"},
+        "rounds": rounds,
+        "load_average_1min_after": os.getloadavg()[0],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--games", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--scale-games", type=int, default=36)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -128,6 +183,10 @@ def main() -> None:
                 direct(env, task)
             direct_s.append((time.perf_counter() - t0) / len(tasks))
 
+    scaling = replay_throughput(
+        env, suite.tasks("dev").tasks[: args.scale_games], harness, policy, 2, args.rounds
+    )
+
     ms = 1000.0
     report = {
         "games": len(tasks),
@@ -148,6 +207,7 @@ def main() -> None:
             (statistics.median(rollout_s) - statistics.median(direct_s)) * ms * len(tasks) / steps
         ),
         "rounds": args.rounds,
+        "replay_scaling": scaling,
     }
     print(json.dumps(report, indent=2))
     if args.json:

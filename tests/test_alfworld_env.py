@@ -102,7 +102,7 @@ def test_a_command_the_game_does_not_accept_is_marked_and_the_function_form_work
         first = task.record["walkthrough"][0]
         moved = episode.step("act", f"  {first.upper()}  ", None)  # the game is case-sensitive
         assert moved.observation == "Nothing happens."
-        assert episode.steps == 3  # refused requests are not game steps
+        assert episode.steps == 6  # every request is a step, as the gateway counts it
     finally:
         episode.close()
 
@@ -174,3 +174,59 @@ def test_a_game_the_engine_cannot_load_raises_and_spoils_no_later_game(env, task
         assert result.done and good.won
     finally:
         good.close()
+
+
+def test_through_the_gateway_a_blank_command_is_a_step_and_the_50th_is_done(env, tasks):
+    """A blank command is answered as ALFWorld answers it (with the admissible commands) and
+    counts in the episode's steps and the gateway's step budget alike; the 50th step without
+    a win says done (truncated), and the rollout's 51st step is refused."""
+    from harnessctl.gateway import Budget, Gateway
+    from harnessctl.runtime.client import GatewayClient
+    from harnessctl.runtime.env import EnvClient, StepLimit
+
+    gateway = Gateway().start()
+    episode = env.open_episode(tasks[5], 0)
+    try:
+        budget = Budget(max_steps=env.max_steps)
+        token = gateway.open_rollout("t", model="m", params={}, budget=budget, episode=episode)
+        client = EnvClient(GatewayClient(gateway.address, token))
+        first = client.reset()
+        blank = client.step("act", "   ")
+        assert blank.observation == "Nothing happens." and not blank.done
+        assert blank.info["admissible_commands"] == first.info["admissible_commands"]
+        assert blank.info["won"] is False and blank.info["score"] == 0
+        assert episode.steps == 1
+        for n in range(2, 50):
+            result = client.step("act", "look" if n % 10 == 0 else "")
+            assert not result.done, n
+        last = client.step("act", "inventory")
+        assert last.done and last.info["truncated"] and not last.info["won"]
+        assert episode.steps == 50 and not episode.won
+        with pytest.raises(StepLimit):
+            client.step("act", "look")
+        ledger = gateway.close_rollout(token)
+        statuses = [s.status for s in ledger.steps if s.kind == "step"]
+        assert len(statuses) == 51 and statuses[-1] == "step_budget_exceeded"
+        assert statuses.count("rejected") == 45  # the blanks: "Nothing happens."
+    finally:
+        episode.close()
+        gateway.close()
+
+
+def test_after_a_win_every_step_repeats_the_winning_answer(env, tasks):
+    episode = env.open_episode(tasks[6], 0)
+    try:
+        episode.reset()
+        for command in tasks[6].record["walkthrough"]:
+            won = episode.step("act", command, None)
+        assert won.done and won.info["won"] and won.info["score"] == 1
+        for command in ("look", "", "go to desk 1"):
+            again = episode.step("act", command, None)
+            assert (again.observation, again.done, again.info) == (
+                won.observation,
+                True,
+                won.info,
+            )
+        assert env.score(tasks[6], None, None, episode).success
+    finally:
+        episode.close()

@@ -51,10 +51,10 @@ class CounterEpisode(envs.Episode):
 
     opened: list[CounterEpisode] = []
 
-    def __init__(self, task: Task, crash_at: int | None) -> None:
+    def __init__(self, task: Task, crash_at: int | None, truncate_at: int | None = None) -> None:
         self.target = int(task.record["target"])
         self.value, self.steps, self.closed = 0, 0, False
-        self.crash_at = crash_at
+        self.crash_at, self.truncate_at = crash_at, truncate_at
         CounterEpisode.opened.append(self)
 
     def reset(self) -> StepResult:
@@ -66,10 +66,14 @@ class CounterEpisode(envs.Episode):
         if self.crash_at is not None and self.steps >= self.crash_at:
             raise RuntimeError("simulator died")
         if argument not in ("inc", "dec"):
-            return StepResult("Nothing happens.", info={"error": f"unknown command {argument!r}"})
-        self.value += 1 if argument == "inc" else -1
-        done = self.value == self.target
-        return StepResult(f"The counter shows {self.value}.", done=done)
+            result = StepResult("Nothing happens.", info={"error": f"unknown command {argument!r}"})
+        else:
+            self.value += 1 if argument == "inc" else -1
+            done = self.value == self.target
+            result = StepResult(f"The counter shows {self.value}.", done=done)
+        if self.truncate_at is not None and self.steps >= self.truncate_at and not result.done:
+            result.done, result.info["truncated"] = True, True  # cut at its own step limit
+        return result
 
     def close(self) -> None:
         self.closed = True
@@ -84,6 +88,7 @@ class CounterEnvironment(envs.Environment):
     max_steps = 6
     version = "1"
     crash_at: int | None = None
+    truncate_at: int | None = None
 
     def load_tasks(self, path: Path) -> TaskSet:
         tasks, problems = [], []
@@ -102,7 +107,7 @@ class CounterEnvironment(envs.Environment):
         (Path(workdir) / "task.json").write_text(json.dumps(public))
 
     def open_episode(self, task: Task, seed: int) -> CounterEpisode:
-        return CounterEpisode(task, self.crash_at)
+        return CounterEpisode(task, self.crash_at, self.truncate_at)
 
     def score(self, task, workdir, answer, episode=None) -> Score:
         return Score(success=episode is not None and episode.value == episode.target)
@@ -118,7 +123,7 @@ class CounterEnvironment(envs.Environment):
 def counter(tmp_path, monkeypatch):
     """The counter environment registered in-process, a suite and its harness on disk."""
     envs.register_environment("counter", CounterEnvironment)
-    CounterEnvironment.crash_at = None
+    CounterEnvironment.crash_at = CounterEnvironment.truncate_at = None
     CounterEpisode.opened = []
     suite = tmp_path / "suite"
     suite.mkdir()
@@ -165,6 +170,27 @@ def test_the_step_budget_ends_the_episode_as_step_limit(counter):
     statuses = [s.status for s in rec.trajectory.steps]
     assert statuses.count("ok") == 1 + 6  # the reset and six steps
     assert statuses[-1] == "step_budget_exceeded"
+
+
+def test_an_episode_cut_at_its_own_step_limit_is_step_limit_not_wrong_answer(counter):
+    """``done`` with ``info["truncated"]`` (ALFWorld's 50th step without a win) ends the
+    rollout as ``step_limit``, with no refused step after it; that last step counts in the
+    tool-error streak, so three failed commands at the end are ``tool_error``."""
+    suite, harness = counter
+    CounterEnvironment.truncate_at = 6
+    task = suite.tasks("dev").by_id()["games-002"]  # target 9: not reached in 6 steps
+    rec = run(suite.environment, harness, task, Policy("replay/counter"))
+    assert rec.outcome == "step_limit" and rec.trajectory.result.status == "step_limit"
+    steps = rec.trajectory.steps
+    assert [s.status for s in steps] == ["ok"] * 7 and steps[-1].done
+    for tail, outcome in ((["inc", "inc", "jump"], "step_limit"), (["jump"] * 3, "tool_error")):
+        script = [f"Action: {c}" for c in ["inc", "inc", "inc", *tail, "inc"]]
+        with OpenAIStub() as stub:
+            stub.push(*(Reply(text) for text in script))
+            policy = Policy("openai/stub", {"api_base": stub.url, "api_key": "dummy"})
+            rec = run(suite.environment, harness, task, policy)
+            assert len(stub.chat_requests) == 6  # no model call after the cut
+        assert rec.outcome == outcome, (tail, rec.outcome)
 
 
 def test_an_episode_that_raises_is_an_infra_error_and_is_retried(counter, workspace):

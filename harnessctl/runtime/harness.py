@@ -77,7 +77,8 @@ class Observation:
     ok: bool = True
     payload: Any = None
     #: The environment ended the episode with this step (host-served environments): the loop
-    #: stops with status ``done`` and the host scores the episode's final state.
+    #: stops with status ``done`` and the host scores the episode's final state; with
+    #: ``payload["truncated"]`` the episode was cut at its step limit: status ``step_limit``.
     done: bool = False
 
 

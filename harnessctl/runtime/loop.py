@@ -97,14 +97,22 @@ def _step(harness: Harness, state: State, reply: ModelReply) -> Turn:
         return turn
     turn.observation = observation
     turn.feedback = observation.text
-    if observation.done:
+    # an episode cut at its step limit (``info["truncated"]``) ran out of steps, as when the
+    # gateway refuses the next one; its last step still counts in the tool-error streak
+    cut = observation.done and isinstance(observation.payload, dict)
+    cut = cut and bool(observation.payload.get("truncated"))
+    if observation.done and not cut:
         state.status = "done"
         return turn
     if observation.ok:
         state.tool_error_streak = 0
+    else:
+        state.tool_error_streak += 1
+        turn.kind = "tool_error"
+    if cut:
+        state.status = "step_limit"
+    if cut or observation.ok:
         return turn
-    state.tool_error_streak += 1
-    turn.kind = "tool_error"
     return _recover(harness, state, turn, Failure("tool_error", observation.text, action))
 
 

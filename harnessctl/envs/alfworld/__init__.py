@@ -10,11 +10,14 @@ gateway socket. The sandbox sees ``task.json`` (the goal as the game states it) 
 observations; the walkthrough never leaves the host (``oracle`` and ``replay`` hand it to
 offline test doubles only).
 
-What a step tells the harness (``info``, public): ``admissible_commands``, the commands the
-game accepts in the new state (ALFWorld's standard information; a harness may show them or
-not: ``alfworld-base`` does not), and ``error`` when the game answered "Nothing happens."
-(the command was not admissible, so nothing changed). Success: the game is won within the
-step limit (50 steps, as in the papers); an episode that runs out of steps is ``step_limit``.
+An episode answers exactly as ALFWorld's evaluation environment does (see
+:class:`AlfworldEpisode`; ``tests/test_alfworld_official.py`` plays both side by side). What
+a step tells the harness (``info``, public): ``admissible_commands``, the commands the game
+accepts in the new state, ``won`` and ``score`` (ALFWorld's standard information; a harness
+may show them or not: ``alfworld-base`` does not), ``error`` when the game answered "Nothing
+happens." (the command was not admissible, so nothing changed) and ``truncated`` at the 50th
+step without a win. Success: the game is won within the step limit (50 steps, as in the
+papers); an episode that runs out of steps is ``step_limit``.
 
 The games are deterministic, so answers already computed for the same game and commands are
 served from memory (:class:`.play.Game`); ``env_options: {memo: false}`` runs every command
@@ -45,48 +48,75 @@ def public_task(task: Task) -> dict[str, Any]:
     return {"task_id": task.id, "env": KIND, "instruction": goal_text(task.record)}
 
 
-def _command(argument: str, arguments: dict[str, Any] | None) -> tuple[str, str | None]:
-    """The game command of a step, and why the request is refused (None when it is not)."""
+def _command(tool: str, argument: str, arguments: dict[str, Any] | None) -> tuple[str, str | None]:
+    """The game command of a step (stripped of leading and trailing whitespace only, as
+    ALFWorld's ``PddlEnv`` strips it), and why the request is not a game command (None when
+    it is). A request that is not one is played as the blank command: "Nothing happens."."""
+    if tool != TOOL:
+        return "", f"unknown tool {tool!r}; use {TOOL!r}"
     if arguments is not None:
         command = arguments.get("command", "")
         if not isinstance(command, str):
             return "", "arguments.command must be a string"
         argument = command
-    command = " ".join(argument.split())
+    command = argument.strip()
     if not command:
         return "", "empty command: send one game command, e.g. `go to desk 1`"
     return command, None
 
 
 class AlfworldEpisode(Episode):
-    """One game played for one rollout (host only; see harnessctl.envs.Episode)."""
+    """One game played for one rollout (host only; see harnessctl.envs.Episode), answering
+    as ALFWorld's evaluation environment answers (``textworld.gym`` with the ``won`` and
+    ``admissible_commands`` infos, ``AlfredDemangler`` and the 50-step limit):
+
+    - every step request is a step, as the gateway's step budget counts it: a blank command
+      (and a request that is no game command: another tool, a non-string ``command``) is
+      answered "Nothing happens." with the admissible commands, like any command the game
+      does not accept;
+    - ``done`` when the game is won or at the 50th step (then ``info["truncated"]``: the
+      episode was cut at its step limit, not ended by the game; the runtime's ``step_limit``);
+    - once done, every further step repeats the last answer (observation, done, info).
+
+    ``info``: ``admissible_commands`` and ``won`` (and ``score``, 1 once won, after a step),
+    as the official env's infos; ``error`` when the command was not run ("Nothing happens.")."""
 
     def __init__(self, task: Task, memo: bool = True) -> None:
         self.task = task
         self.game = Game(task.record, memo=memo)
         self.steps = 0
         self.won = False
+        self.done = False
+        self._last: StepResult | None = None
 
     def reset(self) -> StepResult:
         view = self.game.reset()
-        self.steps, self.won = 0, view.won
-        return StepResult(view.observation, info={"admissible_commands": list(view.admissible)})
+        self.steps, self.won, self.done, self._last = 0, view.won, False, None
+        info = {"won": view.won, "admissible_commands": list(view.admissible)}
+        return StepResult(view.observation, info=info)
 
     def step(self, tool: str, argument: str, arguments: dict[str, Any] | None) -> StepResult:
-        if tool != TOOL:
-            return StepResult(NOTHING, info={"error": f"unknown tool {tool!r}; use {TOOL!r}"})
-        command, refused = _command(argument, arguments)
-        if refused:
-            return StepResult(NOTHING, info={"error": refused})
-        if self.won:
-            return StepResult("The task is already complete.", done=True)
         self.steps += 1
+        if self.done and self._last is not None:
+            last = self._last
+            return StepResult(last.observation, done=True, info=json.loads(json.dumps(last.info)))
+        command, refused = _command(tool, argument, arguments)
         view = self.game.step(command)
         self.won = view.won
-        info: dict[str, Any] = {"admissible_commands": list(view.admissible)}
-        if view.observation.strip() == NOTHING and not view.won:
+        self.done = view.won or self.steps >= MAX_STEPS
+        info: dict[str, Any] = {
+            "won": view.won,
+            "score": 1 if view.won else 0,
+            "admissible_commands": list(view.admissible),
+        }
+        if refused:
+            info["error"] = refused
+        elif view.observation.strip() == NOTHING and not view.won:
             info["error"] = NOT_ADMISSIBLE
-        return StepResult(view.observation, done=view.won, info=info)
+        if self.done and not view.won:
+            info["truncated"] = True
+        self._last = StepResult(view.observation, done=self.done, info=info)
+        return StepResult(view.observation, done=self.done, info=dict(info))
 
     def close(self) -> None:
         self.game.close()
@@ -105,7 +135,7 @@ class AlfworldEnvironment(Environment):
     #: Tokens per rollout: 50 turns with the whole history in context come to ~150,000.
     max_tokens = 400_000
     #: Bumped when loading, episodes or scoring change what a rollout's outcome would be.
-    version = "1"
+    version = "2"
     #: Repair directions for ALFWorld harnesses, with the rule-based editor's repairs.
     directions = HERE / "directions"
 

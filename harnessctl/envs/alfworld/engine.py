@@ -1,0 +1,131 @@
+"""An ALFWorld engine process: plays games with ALFWorld's own stack for
+:mod:`harnessctl.envs.alfworld.play`, one request at a time.
+
+Run as ``python -m harnessctl.envs.alfworld.engine``; it reads one JSON request per line on
+stdin and writes one JSON reply per line on the protocol's own copy of stdout (anything the
+libraries print goes to stderr instead). A request plays a game from a position:
+
+    {"game": KEY, "data": {pddl_domain, grammar, pddl_problem} or null,
+     "reset": true|false, "commands": [...]}
+
+``data`` is sent the first time this process sees ``KEY``; ``reset`` loads the game and puts
+it at its start (the first view in the reply is the start's); each command is then run in
+order. The reply is ``{"views": [[observation, won, admissible], ...]}`` or, when the engine
+raised, ``{"error": "Type: message"}`` and the process exits (an engine that raised may be in
+any state; the host starts a fresh one).
+
+Why a process: fast-downward's PDDL translation sets module globals while it runs, so two
+games cannot run in one process at once; a process per concurrent episode lets games use
+every core. The process ignores SIGINT (the host decides when it ends) and exits at EOF on
+stdin, which also comes when the host process dies in any way, so none outlives its host.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+_REQUEST = ("won", "admissible_commands")
+
+
+def _memo_translation(translate: Any) -> Any:
+    """``fast_downward.pddl2sas`` memoised on its arguments; ``sys.argv`` restored after it
+    (the translator rewrites it to parse its own options). A reset translates the game's PDDL
+    four times (1-3 s of pure Python) and the translation is a pure function of its inputs.
+    A game makes 2 distinct translations of ~0.7 MB each: 300 of them hold a whole split
+    (ALFWorld's evaluation splits have 134 and 140 games), about 200 MB."""
+
+    @functools.lru_cache(maxsize=300)
+    def cached(domain: str, problem: str, verbose: bool = False, optimize: bool = False) -> Any:
+        argv = list(sys.argv)
+        try:
+            return translate(domain, problem, verbose=verbose, optimize=optimize)
+        finally:
+            sys.argv[:] = argv
+
+    cached.__wrapped_translation__ = translate  # type: ignore[attr-defined]
+    return cached
+
+
+def make_env() -> Any:
+    """A game environment as ALFWorld's evaluation builds it (``AlfredTWEnv.init_env``):
+    TextWorld's PDDL environment with the ``won`` and ``admissible_commands`` infos, wrapped
+    in ``AlfredDemangler`` (no shuffling of names). Its ``load`` takes the game's JSON."""
+    import fast_downward
+    import textworld
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
+    from textworld.envs.pddl import PddlEnv
+
+    if not hasattr(fast_downward.pddl2sas, "__wrapped_translation__"):
+        fast_downward.pddl2sas = _memo_translation(fast_downward.pddl2sas)
+    request = textworld.EnvInfos(**{name: True for name in _REQUEST})
+    return AlfredDemangler(PddlEnv(request))
+
+
+def _view(state: Any) -> list[Any]:
+    return [
+        str(state.feedback or ""),
+        bool(state["won"]),
+        list(state["admissible_commands"] or ()),
+    ]
+
+
+class Engine:
+    """One game environment and the game files this process has been sent."""
+
+    def __init__(self) -> None:
+        self.env = make_env()
+        self.games: dict[str, dict[str, Any]] = {}
+
+    def play(self, request: dict[str, Any]) -> list[list[Any]]:
+        key = request["game"]
+        if request.get("data") is not None:
+            self.games[key] = request["data"]
+        views = []
+        if request.get("reset"):
+            # ``load`` reads the grammar and names the objects; ``reset`` builds the start
+            self.env.load(dict(self.games[key]))
+            views.append(_view(self.env.reset()))
+        for command in request.get("commands", ()):
+            state, _score, _done = self.env.step(command)
+            views.append(_view(state))
+        return views
+
+
+def serve(requests: Any, replies: Any) -> int:
+    """Answer requests until EOF: 0 at EOF, 1 after an engine error (reported first). The
+    engine is built before the first request arrives (imports take 1-2 s), so a new process
+    warms up while its host does other work."""
+    engine, failure = None, None
+    try:
+        engine = Engine()
+    except Exception as exc:  # reported with the first request
+        failure = f"{type(exc).__name__}: {exc}"
+    for line in requests:
+        if engine is not None and failure is None:
+            try:
+                reply: dict[str, Any] = {"views": engine.play(json.loads(line))}
+            except Exception as exc:  # reported to the host, which records it for the rollout
+                failure = f"{type(exc).__name__}: {exc}"
+        if failure is not None:
+            reply = {"error": failure[:2000]}
+        replies.write(json.dumps(reply).encode("utf-8") + b"\n")
+        replies.flush()
+        if failure is not None:
+            return 1
+    return 0
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever the libraries print must not reach the protocol
+    return serve(sys.stdin.buffer, replies)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
