@@ -48,7 +48,7 @@ def route_command(
     from ..profiles.candidates import route_failures
     from ..profiles.voting import Voter
     from ..workspace import load_workspace
-    from .render import console
+    from .render import console, print_json_text
     from .route_view import render_route
 
     ws = load_workspace()
@@ -61,6 +61,6 @@ def route_command(
     candidates = pool_arg(pool) if pool else None
     result = route_failures(ws, db, task, ids, pool=candidates, k=k, voters=voters)
     if as_json:
-        console().print_json(json.dumps(result.to_dict()))
+        print_json_text(json.dumps(result.to_dict()))
     else:
         render_route(console(), result)

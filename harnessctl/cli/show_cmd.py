@@ -15,14 +15,14 @@ def show_command(
     """Render one rollout's trajectory: every model call, the action the harness took, the
     observation, and how the host scored the result."""
     from ..workspace import load_workspace
-    from .render import console
+    from .render import console, print_json_text
     from .trajectory_view import render_trajectory
 
     db = load_workspace().open_store(store)
     row = db.rollout(rollout_id)
     trajectory = db.trajectory(row)
     if as_json:
-        console().print_json(trajectory.model_dump_json())
+        print_json_text(trajectory.model_dump_json())
         return
     render_trajectory(console(), row, trajectory)
 
@@ -89,20 +89,19 @@ def _item(row):
 
 def _render_list(record, *, attempts: bool) -> None:
     from rich.table import Table
-    from rich.text import Text
 
-    from .render import console
+    from .render import console, text
 
     table = Table(show_edge=False)
     if attempts:
         for col in ("attempt", "run", "outcome", "error"):
             table.add_column(col)
         for a in record.attempts:
-            table.add_row(*(Text(str(c)) for c in (a.id[:12], a.run_id[:12], a.outcome, a.error)))
+            table.add_row(*(text(c) for c in (a.id[:12], a.run_id[:12], a.outcome, a.error)))
     else:
         for col in ("id", "harness", "task", "seed", "policy", "outcome", "steps"):
             table.add_column(col)
         for r in record.rollouts:
             cells = (r.id[:12], r.harness, r.task, r.seed, r.policy, r.outcome, r.steps)
-            table.add_row(*(Text(str(c)) for c in cells))
+            table.add_row(*(text(c) for c in cells))
     console().print(table)

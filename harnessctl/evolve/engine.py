@@ -27,6 +27,7 @@ from ..errors import HarnessctlError
 from ..evaluate import EvalRequest, evaluate
 from ..gateway.protocol import redact
 from ..harness import HarnessSpec, load_harness
+from ..trees import copy_tree
 from .digest import digest
 from .directions import Direction
 from .editors import EditContext, Editor
@@ -509,7 +510,7 @@ class Engine:
             if _edit_id_of(target) != row.id:  # _child_name never picks another's tree
                 raise HarnessctlError(f"{target}: holds another edit's harness; not replaced")
             shutil.rmtree(target)
-        shutil.copytree(staging, target)
+        copy_tree(staging, target, expect=verdict.child_hash)  # exactly what was judged
         message = (
             f"evolve: {name} ({row.direction}, round {row.round})\n\n"
             f"Same-batch reward {verdict.reward:+.3f}: rescued {verdict.rescues}/"
