@@ -193,3 +193,14 @@ def test_the_untampered_pool_still_loads(pool):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with Pool.load(pool_dir) as loaded:
         assert loaded.names == ["dbbench-base"] and loaded.base.spec.manifest.env == "dbbench"
+
+
+def test_export_refuses_a_harness_with_a_link(tmp_path):
+    ws = tmp_path / "ws"
+    init_workspace(ws)
+    link = ws / "harnesses" / "dbbench-base" / "gold"
+    os.symlink(ws / "examples" / "dbbench", link)
+    proc = cli(ws, "export-pool", "dbbench-base", "--out", tmp_path / "p", ok=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert str(link) in proc.stderr and "a symlink" in proc.stderr
+    assert not (tmp_path / "p").exists() and not (tmp_path / "p.tar.gz").exists()
