@@ -108,7 +108,7 @@ def warm_engines(tasks, engines: int) -> None:
 
 def replay_throughput(env, tasks, harness, policy, workers: int, rounds: int) -> dict:
     """Rollouts per second of ``tasks`` replayed at 1 and at ``workers`` threads."""
-    from harnessctl.rollout import RolloutSession
+    from harnessctl.run.session import RolloutSession
 
     warm_engines(tasks, workers)
     rates: dict[int, list[float]] = {1: [], workers: []}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -17,7 +17,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ConfigError, HarnessctlError
 
 # re-exported: callers import the tree helpers from here as well
-from .trees import IGNORED_DIRS, IGNORED_SUFFIXES, harness_files, tree_hash  # noqa: F401
+from .trees import (  # noqa: F401
+    EXCLUDED_DIRS,
+    EXCLUDED_SUFFIXES,
+    IGNORED_DIRS,
+    IGNORED_SUFFIXES,
+    harness_files,
+    hash_files,
+    read_tree,
+    tree_hash,
+)
 
 MANIFEST = "harness.yaml"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
@@ -142,16 +151,18 @@ def load_manifest(path: Path) -> HarnessManifest:
 
 
 def load_harness(path: Path | str) -> HarnessSpec:
-    """Validate a harness directory: manifest, entry file, content hash."""
+    """Validate a harness directory: its tree (regular files and directories only, see
+    :mod:`harnessctl.trees`), manifest, entry file, content hash."""
     root = Path(path).resolve()
     if not root.is_dir():
         raise ConfigError(str(path), "not a harness directory")
+    files = read_tree(root)  # first: refuses a link or FIFO before any file is read by name
     manifest_path = root / MANIFEST
     manifest = load_manifest(manifest_path)
-    entry_file = root / manifest.entry.partition(":")[0]
-    if not entry_file.is_file():
-        raise ConfigError(f"{manifest_path}: entry", f"{entry_file.name} does not exist")
-    return HarnessSpec(path=root, manifest=manifest, hash=tree_hash(root))
+    entry = PurePosixPath(manifest.entry.partition(":")[0]).as_posix()
+    if entry not in {f.rel for f in files}:  # an excluded file is not there (never copied)
+        raise ConfigError(f"{manifest_path}: entry", f"{entry} is not a file of the harness")
+    return HarnessSpec(path=root, manifest=manifest, hash=hash_files(files))
 
 
 def check_environment(spec: HarnessSpec, env_kind: str) -> None:

@@ -28,6 +28,7 @@ from .harness import (
     load_harness,
     read_yaml,
 )
+from .trees import copy_tree
 
 
 class WorkspaceConfig(BaseModel):
@@ -235,4 +236,7 @@ def _copy_examples(directory: Path) -> None:
         pairs.append((source / "examples" / suite, directory / "examples" / suite))
     for src, dst in pairs:
         if src.is_dir() and not dst.exists() and src.resolve() != dst.resolve():
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+            if src in bundled:  # a harness tree: its files as hashed (harnessctl.trees)
+                copy_tree(src, dst)
+            else:
+                shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))

@@ -79,7 +79,7 @@ def test_the_environment_must_be_named(harness_copy):
 
 def test_symlinks_are_refused(harness_copy):
     os.symlink("/etc/hostname", harness_copy / "link.txt")
-    with pytest.raises(ConfigError, match="regular files only"):
+    with pytest.raises(ConfigError, match="regular files and directories only"):
         load_harness(harness_copy)
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 from rich.tree import Tree
 
-from .render import console, err_console, escape, pct, print_result
+from .render import console, err_console, escape, pct, print_result, text
 
 
 def direction_log(enabled: bool):
@@ -41,8 +40,8 @@ def render_evolve(console: Console, base, result, split: str) -> None:
         table.add_column(col, justify="left" if left else "right", overflow="fold")
     for v in result.best.values():
         table.add_row(
-            Text(v.name),
-            Text(v.direction),
+            text(v.name),
+            text(v.direction),
             str(v.rescues),
             str(v.regressions),
             pct(v.success_rate),

@@ -6,9 +6,8 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
-from .render import console, escape, pct, print_result
+from .render import console, escape, pct, print_result, text
 
 if TYPE_CHECKING:
     from ..records import RescueMatrix
@@ -57,17 +56,17 @@ def render_pool(console: Console, pool, policy_id: str) -> None:
         p = pool.profiles[name]
         lo, hi = p.success.ci95
         table.add_row(
-            Text(name),
+            text(name),
             pct(p.success.rate),
             f"{pct(lo)}-{pct(hi)}",
             "-" if name == pool.base else f"{p.rescue.count}/{p.rescue.opportunities}",
             f"{p.tokens.mean:.0f}",
-            Text(p.card.summary if p.card else ""),
+            text(p.card.summary if p.card else ""),
         )
     console.print(table)
     render_matrix(console, pool.matrix)
     for path in pool.paths:
-        console.print(Text(f"wrote {path}"))
+        console.print(text(f"wrote {path}"))
 
 
 def render_matrix(console: Console, m: RescueMatrix) -> None:
@@ -80,7 +79,7 @@ def render_matrix(console: Console, m: RescueMatrix) -> None:
     grid.add_column("unique", justify="right")
     for i, a in enumerate(m.harnesses):
         cells = [str(m.overlap[a][b]) for b in m.harnesses]
-        grid.add_row(Text(f"#{i + 1} {a}"), *cells, str(len(m.unique[a])))
+        grid.add_row(text(f"#{i + 1} {a}"), *cells, str(len(m.unique[a])))
     console.print(grid)
     console.print(
         f"union of all-fail tasks rescued: {m.union_size} tasks; "
@@ -90,7 +89,7 @@ def render_matrix(console: Console, m: RescueMatrix) -> None:
 
 def render_drift(console: Console, result) -> None:
     console.print(
-        Text(f"re-anchored {result.anchor_policy} -> {result.policy} on {len(result.sample)} tasks")
+        text(f"re-anchored {result.anchor_policy} -> {result.policy} on {len(result.sample)} tasks")
     )
     table = Table(title="drift (new - old, 95% Newcombe interval)", show_edge=False)
     for col in ("harness", "success old", "success new", "delta", "rescue delta", "drifted"):
@@ -103,11 +102,11 @@ def render_drift(console: Console, result) -> None:
             rd, rlo, rhi = d.rescue_delta
             rescue = f"{100 * rd:+.1f} [{100 * rlo:+.1f}, {100 * rhi:+.1f}]"
         table.add_row(
-            Text(d.harness),
+            text(d.harness),
             f"{so[0]}/{so[1]}",
             f"{sn[0]}/{sn[1]}",
-            Text(f"{100 * delta:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"),
-            Text(rescue),
+            text(f"{100 * delta:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"),
+            text(rescue),
             "yes" if d.drifted else "no",
         )
     console.print(table)

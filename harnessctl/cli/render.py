@@ -1,8 +1,12 @@
 """Console helpers shared by the commands (rich is cheap to import; tables are built here).
 
 Text from outside (errors, model replies, harness output, task text, file names) reaches rich
-only escaped (``escape``) or as ``Text``, never as markup: ``[ray]`` must print as itself and
-a reply holding ``[/]`` must not crash the renderer.
+only through :func:`escape` (inside markup) or :func:`text` (a ``Text``), never as markup:
+``[ray]`` must print as itself and a reply holding ``[/]`` must not crash the renderer. Both
+pass it through :func:`terminal_safe` first, so no control sequence a harness or a model
+wrote (a window title, a clipboard write, a cleared screen, fake colours) reaches the
+terminal. The commands import neither ``rich.text.Text`` nor ``rich.markup.escape``
+themselves (tests/test_hostile_display.py checks it).
 """
 
 from __future__ import annotations
@@ -10,10 +14,13 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 from functools import lru_cache
+from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _markup_escape
+from rich.text import Text
 
 __all__ = [
     "console",
@@ -22,8 +29,47 @@ __all__ = [
     "handle_errors",
     "pct",
     "print_error",
+    "print_json_text",
     "print_result",
+    "terminal_safe",
+    "text",
 ]
+
+# A whole sequence first (so its parameters do not print as text), then any control
+# character left (a lone ESC, an unterminated string's introducer): nothing that a terminal
+# reads as a command survives. 7-bit (ESC ...) and 8-bit (C1) forms alike.
+_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]"  # CSI: colours, cursor, clear
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x00-\x1f\x7f-\x9f]*(?:\x07|\x1b\\|\x9c)"  # OSC...
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]"  # other escapes (ESC c resets the terminal)
+)
+# C0 but tab and newline (CR rewrites a line), DEL, C1; bidirectional overrides and
+# isolates, which reorder what a line shows
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(value: Any) -> str:
+    """``value`` as text with every terminal control sequence and control character removed
+    (tab and newline kept): the one filter for untrusted text on its way to a terminal."""
+    return _CONTROL.sub("", _SEQUENCE.sub("", str(value)))
+
+
+def escape(value: Any) -> str:
+    """Untrusted ``value`` for a rich markup string: control sequences removed, markup
+    escaped."""
+    return _markup_escape(terminal_safe(value))
+
+
+def text(*parts: Any, style: str = "") -> Text:
+    """A rich ``Text`` of untrusted parts (each a value or a ``(value, style)`` pair, as
+    ``Text.assemble`` takes them), control sequences removed."""
+    out = Text(style=style)
+    for part in parts:
+        if isinstance(part, tuple):
+            out.append(terminal_safe(part[0]), style=part[1])
+        else:
+            out.append(terminal_safe(part))
+    return out
 
 
 def _sized(c: Console) -> Console:
@@ -51,7 +97,13 @@ def print_result(result) -> None:
     """A command's typed result as ``--json`` prints it: exactly ``model_dump(mode="json")``."""
     import json
 
-    console().print_json(json.dumps(result.model_dump(mode="json")))
+    print_json_text(json.dumps(result.model_dump(mode="json")))
+
+
+def print_json_text(data: str) -> None:
+    """Print a JSON document, every non-ASCII character as a ``\\u`` escape: JSON escapes
+    control characters below 0x20, this also the C1 ones (0x80-0x9f) a terminal may obey."""
+    console().print_json(data, ensure_ascii=True)
 
 
 def print_error(exc: BaseException) -> None:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
-from .render import escape, pct
+from .render import escape, pct, text
 
 
 def render_route(console: Console, result) -> None:
     console.print(
-        Text(
+        text(
             f"task {result.task_id} ({result.category}), failures: "
             + ", ".join(result.failure_outcomes)
         )
@@ -22,15 +21,15 @@ def render_route(console: Console, result) -> None:
     for i, c in enumerate(result.top, 1):
         table.add_row(
             str(i),
-            Text(c.name),
+            text(c.name),
             f"{c.score:g}",
             f"{c.profile_score:.3f}",
-            Text("; ".join(c.reasons)),
+            text("; ".join(c.reasons)),
         )
     console.print(table)
     for v in result.votes:
         status = "ok: " + ", ".join(v.ranking) if v.ok else f"ignored ({v.error})"
-        console.print(Text(f"voter {v.model}: {status}"))
+        console.print(text(f"voter {v.model}: {status}"))
 
 
 def render_routed(console: Console, spec, request, result) -> None:
@@ -53,7 +52,7 @@ def render_routed(console: Console, spec, request, result) -> None:
     console.print(table)
     d = result.to_dict()
     console.print(
-        Text(
+        text(
             f"delta {100 * d['delta']:+.1f} pts; {d['routed_tasks']} task(s) routed: "
             + ", ".join(f"{n} x{c}" for n, c in d["chosen_counts"].items())
         )

@@ -89,20 +89,19 @@ def _item(row):
 
 def _render_list(record, *, attempts: bool) -> None:
     from rich.table import Table
-    from rich.text import Text
 
-    from .render import console
+    from .render import console, text
 
     table = Table(show_edge=False)
     if attempts:
         for col in ("attempt", "run", "outcome", "error"):
             table.add_column(col)
         for a in record.attempts:
-            table.add_row(*(Text(str(c)) for c in (a.id[:12], a.run_id[:12], a.outcome, a.error)))
+            table.add_row(*(text(c) for c in (a.id[:12], a.run_id[:12], a.outcome, a.error)))
     else:
         for col in ("id", "harness", "task", "seed", "policy", "outcome", "steps"):
             table.add_column(col)
         for r in record.rollouts:
             cells = (r.id[:12], r.harness, r.task, r.seed, r.policy, r.outcome, r.steps)
-            table.add_row(*(Text(str(c)) for c in cells))
+            table.add_row(*(text(c) for c in cells))
     console().print(table)

@@ -1,27 +1,27 @@
 """``harnessctl show``: one rollout's trajectory. Everything in it came from outside (task
-text, model replies, harness output), so it is printed as ``Text``, never as markup."""
+text, model replies, harness output), so it is printed through ``render.text`` (control
+sequences removed), never as markup."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.panel import Panel
-from rich.text import Text
 
 from ..outcomes import explain
 from ..records import ModelCall, Trajectory, clip
+from .render import text
 
 STYLE = {"success": "green", "wrong_answer": "red", "infra_error": "magenta"}
 
 
 def _panel(body: object, title: str, border: str, limit: int = 1500, align="left") -> Panel:
-    text = Text(clip(body, limit))
-    return Panel(text, title=Text(title), title_align=align, border_style=border)
+    return Panel(text(clip(body, limit)), title=text(title), title_align=align, border_style=border)
 
 
 def render_trajectory(console: Console, row, trajectory: Trajectory) -> None:
     console.print(_header(row))
     if row.error:
-        console.print(Text(row.error, style="red"))
+        console.print(text(row.error, style="red"))
     if trajectory.steps and trajectory.steps[0].kind == "reset":
         console.print(_panel(trajectory.steps[0].observation, "environment (reset)", "green"))
     steps = iter(s for s in trajectory.steps if s.kind == "step")
@@ -44,15 +44,15 @@ def render_trajectory(console: Console, row, trajectory: Trajectory) -> None:
             console.print(_panel(turn["feedback"], title, "blue"))
     result = trajectory.result
     status, answer = (result.status, result.answer) if result else (None, None)
-    console.print(Text(f"runtime status: {status}  answer: {answer!r}"))
+    console.print(text(f"runtime status: {status}  answer: {answer!r}"))
     why = explain(trajectory.outcome, status, result.tool_error_streak if result else 0)
     if why:
-        console.print(Text(f"outcome {trajectory.outcome}: {why}"))
+        console.print(text(f"outcome {trajectory.outcome}: {why}"))
     if result is not None and result.traceback:
         console.print(_panel(result.traceback, "harness traceback", "red", 3000, "center"))
     if trajectory.score is not None:
         score = trajectory.score
-        console.print(Text(f"score: success={score.success} detail={score.detail}"))
+        console.print(text(f"score: success={score.success} detail={score.detail}"))
 
 
 def _call(console: Console, call: ModelCall) -> None:
@@ -65,9 +65,9 @@ def _call(console: Console, call: ModelCall) -> None:
         console.print(_panel(body, f"tool call {tool_call.get('id')}", "cyan"))
 
 
-def _header(row) -> Text:
+def _header(row):
     style = STYLE.get(row.outcome, "yellow")
-    return Text.assemble(
+    return text(
         "rollout ",
         (row.id, "bold"),
         f"  task {row.task_id} ({row.category})  seed {row.seed}\n"

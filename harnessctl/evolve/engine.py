@@ -28,6 +28,7 @@ from ..gateway.protocol import redact
 from ..harness import HarnessSpec, load_harness
 from ..records import Record
 from ..run.evaluate import EvalRequest, evaluate
+from ..trees import copy_tree
 from .digest import digest
 from .directions import Direction
 from .editors import EditContext, Editor
@@ -507,7 +508,7 @@ class Engine:
             if _edit_id_of(target) != row.id:  # _child_name never picks another's tree
                 raise HarnessctlError(f"{target}: holds another edit's harness; not replaced")
             shutil.rmtree(target)
-        shutil.copytree(staging, target)
+        copy_tree(staging, target, expect=verdict.child_hash)  # exactly what was judged
         message = (
             f"evolve: {name} ({row.direction}, round {row.round})\n\n"
             f"Same-batch reward {verdict.reward:+.3f}: rescued {verdict.rescues}/"

@@ -22,11 +22,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-BLOCK = re.compile(
-    r"^(?P<path>[^\n`<>=]+?)[ \t]*\n(?:```[^\n]*\n)?<<<<<<< SEARCH[ \t]*\n(?P<search>.*?)"
-    r"^=======[ \t]*\n(?P<replace>.*?)^>>>>>>> REPLACE[ \t]*$",
-    re.S | re.M,
-)
+# One line of the grammar each: the parser matches lines, never a pattern across the reply,
+# so it is linear in the reply's length (a regex over the whole text, with lazy bodies that
+# backtrack, took seconds on a 100 KB reply with unclosed blocks).
+_PATH = re.compile(r"[^\n`<>=]+")
+_SEARCH = re.compile(r"<<<<<<< SEARCH[ \t]*")
+_DIVIDER = re.compile(r"=======[ \t]*")
+_REPLACE = re.compile(r">>>>>>> REPLACE[ \t]*")
 
 
 class PatchError(Exception):
@@ -45,12 +47,56 @@ class Block:
     replace: str
 
 
+def _next_index(lines: list[str], pattern: re.Pattern[str], closed: bool) -> list[int]:
+    """For each line index i, the first index >= i whose line matches ``pattern`` in full
+    (and, with ``closed``, is followed by a newline), else ``len(lines)``."""
+    out = [len(lines)] * (len(lines) + 1)
+    for i in range(len(lines) - 1, -1, -1):
+        hit = pattern.fullmatch(lines[i]) and (not closed or i < len(lines) - 1)
+        out[i] = i if hit else out[i + 1]
+    return out
+
+
 def parse_patch(text: str) -> list[Block]:
-    """All SEARCH/REPLACE blocks in ``text`` (an editor's reply may hold prose around them)."""
-    blocks = []
-    for m in BLOCK.finditer(text):
-        path = m.group("path").strip().strip("`").strip()
-        blocks.append(Block(path=path, search=m.group("search"), replace=m.group("replace")))
+    """All SEARCH/REPLACE blocks in ``text`` (an editor's reply may hold prose around them).
+
+    A block is a path line (no backtick, ``<``, ``>`` or ``=``), an optional fence line
+    (```` ``` ````...), ``<<<<<<< SEARCH``, the search text up to the first ``=======`` line,
+    the replacement up to the first ``>>>>>>> REPLACE`` line; the next block is looked for
+    after it. Time and memory are linear in the length of ``text``."""
+    lines = text.split("\n")  # lines[i] has a newline after it unless i is the last
+    last = len(lines) - 1
+    divider = _next_index(lines, _DIVIDER, closed=True)
+    replace = _next_index(lines, _REPLACE, closed=False)
+
+    def header(i: int) -> int | None:
+        """The index of the SEARCH line of a block whose path line is ``i``, or None."""
+        for j in (i + 1, i + 2):
+            if j > last - 1:  # the SEARCH line needs a newline after it
+                return None
+            if _SEARCH.fullmatch(lines[j]):
+                return j
+            if j == i + 1 and not lines[j].startswith("```"):
+                return None
+        return None
+
+    blocks, i = [], 0
+    while i < last:
+        path_line = lines[i]
+        start = header(i) if _PATH.fullmatch(path_line) else None
+        if start is None:
+            i += 1
+            continue
+        mid = divider[start + 1]
+        end = replace[mid + 1] if mid <= last else len(lines)
+        if end > last:  # unclosed: no block starts here
+            i += 1
+            continue
+        path = path_line.strip().strip("`").strip()
+        search = "".join(line + "\n" for line in lines[start + 1 : mid])
+        replacement = "".join(line + "\n" for line in lines[mid + 1 : end])
+        blocks.append(Block(path=path, search=search, replace=replacement))
+        i = end + 1
     if not blocks:
         raise PatchError("no_blocks", "no SEARCH/REPLACE block found")
     return blocks

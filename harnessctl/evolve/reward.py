@@ -301,23 +301,17 @@ class HarnessTree(BaseModel):
 
     @classmethod
     def of(cls, spec: HarnessSpec) -> HarnessTree:
-        from ..trees import harness_files
+        from ..trees import read_tree
 
         files = []
-        for path in harness_files(spec.path):
-            data = path.read_bytes()
+        for f in read_tree(spec.path):
             encoding: Literal["utf-8", "base64"] = "utf-8"
             try:
-                content = data.decode("utf-8")
+                content = f.data.decode("utf-8")
             except UnicodeDecodeError:
-                content, encoding = base64.b64encode(data).decode("ascii"), "base64"
+                content, encoding = base64.b64encode(f.data).decode("ascii"), "base64"
             files.append(
-                TreeFile(
-                    path=path.relative_to(spec.path).as_posix(),
-                    content=content,
-                    encoding=encoding,
-                    executable=bool(path.stat().st_mode & stat.S_IXUSR),
-                )
+                TreeFile(path=f.rel, content=content, encoding=encoding, executable=f.executable)
             )
         return cls(name=spec.name, hash=spec.hash, files=files)
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import yaml
 
 from ..errors import ConfigError
-from ..harness import IGNORED_DIRS, HarnessSpec, load_harness
+from ..harness import HarnessSpec, load_harness
+from ..trees import copy_tree, read_tree
 from .directions import Direction
 from .patch import PatchError, apply_blocks, changed_lines, parse_patch, unified_diff, write_files
 
@@ -28,11 +29,10 @@ class Rejected(Exception):
 def scope_files(parent: HarnessSpec, direction: Direction) -> dict[str, str]:
     """Text of the parent's files the direction may edit."""
     out = {}
-    for path in sorted(parent.path.rglob("*")):
-        rel = path.relative_to(parent.path).as_posix()
-        if path.is_file() and not set(path.parts) & IGNORED_DIRS and direction.allows(rel):
+    for f in read_tree(parent.path):  # the files of the harness, as hashed: no link followed
+        if direction.allows(f.rel):
             try:
-                out[rel] = path.read_text(encoding="utf-8")
+                out[f.rel] = f.data.decode("utf-8")
             except UnicodeDecodeError:
                 continue
     return out
@@ -75,7 +75,7 @@ def build_child(
     )
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(parent.path, dest, ignore=shutil.ignore_patterns(*IGNORED_DIRS, "*.pyc"))
+    copy_tree(parent.path, dest, expect=parent.hash)  # the parent as hashed, nothing else
     write_files(dest, files)
     manifest_path = dest / "harness.yaml"
     try:

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..envs import Task, get_environment
-from ..errors import HarnessctlError, InfraError
+from ..envs import Environment, Task, get_environment
+from ..errors import ConfigError, HarnessctlError, InfraError
 from ..harness import HarnessSpec, check_environment, load_harness
 from ..policy import Policy
 from ..records import ModelCall, Profile, Trajectory
 from ..sandbox import Limits
 from .export import manifest_version
-from .integrity import MANIFEST, PoolIntegrityError, check_pool
+from .integrity import KIND_RE, MANIFEST, PoolIntegrityError, check_pool
 from .tokens import NoTokenIds, TokenSequence, stitch
 
 #: litellm model prefixes that already say "an OpenAI-compatible server".
@@ -143,21 +143,48 @@ class RolloutOutput:
         return out
 
 
+def known_environment(kind: str) -> Environment:
+    """The environment of a kind a pool names, resolved only through the registry's known
+    names (built-ins, this process's registrations, installed entry points): a pool is data,
+    and a ``module:attr`` in it is never imported."""
+    from ..envs import known_environments
+
+    known = known_environments()
+    if kind not in known:
+        raise ConfigError(
+            "env",
+            f"{kind!r} is not a known environment kind (known: {', '.join(known)}); pools "
+            "and records name kinds, never import paths (install the kind's package)",
+        )
+    return get_environment(kind)
+
+
 def task_from_record(record: dict, task_id: str | None = None, *, env: str) -> Task:
-    """A task of environment ``env`` from a raw record (one line of its task file), made by
-    the environment's ``task_from_record`` (which may check the record)."""
-    return get_environment(env).task_from_record(record, task_id)
+    """A task of environment ``env`` (a known kind, see :func:`known_environment`) from a raw
+    record (one line of its task file), made by the environment's ``task_from_record``
+    (which may check the record)."""
+    return known_environment(env).task_from_record(record, task_id)
 
 
 class PoolHarness:
     def __init__(self, pool: Pool, entry: dict) -> None:
         self.pool = pool
         self.entry = entry
-        self.name: str = entry["name"]
+        self.name: str = entry["name"]  # a plain name: check_pool refused anything else
         self.role: str = entry["role"]
         self.spec: HarnessSpec = load_harness(pool.root / "harnesses" / self.name)
+        where = str(self.spec.path / "harness.yaml")
         if self.spec.hash != entry["hash"]:
             raise PoolIntegrityError(str(self.spec.path), "content hash differs from pool.json")
+        if self.spec.name != self.name:
+            raise PoolIntegrityError(where, f"name {self.spec.name!r} is not {self.name!r}")
+        kind = self.spec.manifest.env
+        if not KIND_RE.match(kind) or kind != entry.get("env", kind):
+            raise PoolIntegrityError(
+                where,
+                f"env {kind!r} is not the plain kind name pool.json gives "
+                f"({entry.get('env')!r}); a pool names kinds, never import paths",
+            )
 
     def rollout(
         self, task: Task | dict, policy: EndpointPolicy | Policy, *, seed: int = 0
@@ -316,7 +343,7 @@ class Pool:
 
         with self._lock:
             if self._session is None:
-                env = get_environment(self.base.spec.manifest.env)
+                env = known_environment(self.base.spec.manifest.env)
                 # None: the environment's budgets, resolved by the session as eval does
                 self._session = RolloutSession(
                     env, sandbox=self.sandbox, limits=self.limits, max_calls=self.max_calls,

@@ -13,9 +13,10 @@ from typing import Any
 
 from .. import __version__
 from ..errors import HarnessctlError
-from ..harness import IGNORED_DIRS, HarnessSpec, load_harness
+from ..harness import HarnessSpec, load_harness
 from ..records import Profile
 from ..runtime import PROTOCOL_VERSION
+from ..trees import copy_tree
 from .integrity import MANIFEST, write_checksums
 
 SCHEMA_VERSION = 2
@@ -85,11 +86,7 @@ def export_pool(
     (tmp / "profiles").mkdir()
     for hname, spec in specs.items():
         commit = commits[hname]
-        shutil.copytree(
-            spec.path,
-            tmp / "harnesses" / hname,
-            ignore=shutil.ignore_patterns(*IGNORED_DIRS, "*.pyc"),
-        )
+        copy_tree(spec.path, tmp / "harnesses" / hname, expect=spec.hash)  # as hashed
         profile = profiles.get(hname)
         if profile is not None:
             (tmp / "profiles" / f"{hname}.json").write_text(

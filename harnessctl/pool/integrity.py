@@ -1,18 +1,36 @@
-"""Checksums of an exported pool: every file but the checksum file itself."""
+"""Checks of an exported pool before anything in it is used: its shape (regular files and
+directories only), the checksum of every file, and the manifest as data.
+
+A pool comes from elsewhere (a colleague, a download): nothing in it is followed or
+imported. A symlink, FIFO, socket or device anywhere in it is a problem (nothing is read by
+its name first); the manifest's harness names are plain names inside ``harnesses/`` and its
+environment kinds plain names, which :mod:`harnessctl.pool.api` resolves through the
+registry's known names only, never as an import path.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import re
+import stat
 from pathlib import Path
+from typing import Any
 
 from ..errors import HarnessctlError
 
 CHECKSUMS = "SHA256SUMS"
 MANIFEST = "pool.json"
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")  # a harness name (harness.NAME_RE)
+KIND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+"""An environment kind as a pool may name it: a plain name, never ``module:attr``."""
+ROLES = ("base", "aux")
 
 
 class PoolIntegrityError(HarnessctlError):
-    """A pool file is missing, extra or altered; ``path`` names it. A failed check: exit 1."""
+    """A pool file is missing, extra, altered or not plain data; ``path`` names it. A failed
+    check: exit 1."""
 
     exit_code = 1
 
@@ -21,12 +39,25 @@ class PoolIntegrityError(HarnessctlError):
         super().__init__(f"{path}: {message}")
 
 
-def _files(root: Path) -> list[str]:
-    return sorted(
-        p.relative_to(root).as_posix()
-        for p in root.rglob("*")
-        if p.is_file() and p.name != CHECKSUMS
-    )
+def _walk(root: Path) -> tuple[list[str], list[str]]:
+    """(regular files but the checksum file, problems): every other non-directory entry is a
+    problem, and no link is followed."""
+    files, problems = [], []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        for name in sorted(dirnames + filenames):
+            path = here / name
+            mode = path.lstat().st_mode
+            if stat.S_ISDIR(mode):
+                continue
+            if stat.S_ISREG(mode):
+                rel = path.relative_to(root).as_posix()
+                if rel != CHECKSUMS:
+                    files.append(rel)
+                continue
+            what = "a symlink" if stat.S_ISLNK(mode) else "a special file"
+            problems.append(f"{path}: {what}; a pool holds regular files and directories only")
+    return sorted(files), problems
 
 
 def sha256(path: Path) -> str:
@@ -34,13 +65,52 @@ def sha256(path: Path) -> str:
 
 
 def write_checksums(root: Path) -> None:
-    lines = [f"{sha256(root / rel)}  {rel}\n" for rel in _files(root)]
+    lines = [f"{sha256(root / rel)}  {rel}\n" for rel in _walk(root)[0]]
     (root / CHECKSUMS).write_text("".join(lines), encoding="utf-8")
+
+
+def manifest_problems(where: str, manifest: Any) -> list[str]:
+    """What makes ``pool.json`` (``where``) unusable as data: each problem names the field."""
+    if not isinstance(manifest, dict):
+        return [f"{where}: expected a JSON object"]
+    entries = manifest.get("harnesses")
+    if not isinstance(entries, list) or not entries:
+        return [f"{where}: harnesses: expected a non-empty list"]
+    problems, seen = [], set()
+    for i, entry in enumerate(entries):
+        field = f"harnesses[{i}]"
+        if not isinstance(entry, dict):
+            problems.append(f"{where}: {field}: expected an object")
+            continue
+        name, kind = entry.get("name"), entry.get("env")
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            problems.append(
+                f"{where}: {field}.name: {name!r} is not a plain harness name (lowercase "
+                "letters, digits, '.', '_' or '-'; no path)"
+            )
+        elif name in seen:
+            problems.append(f"{where}: {field}.name: {name!r} appears twice")
+        seen.add(name)
+        if entry.get("role") not in ROLES:
+            problems.append(f"{where}: {field}.role: {entry.get('role')!r} is not base or aux")
+        if not isinstance(entry.get("hash"), str):
+            problems.append(f"{where}: {field}.hash: missing")
+        if kind is not None and not (isinstance(kind, str) and KIND_RE.match(kind)):
+            problems.append(
+                f"{where}: {field}.env: {kind!r} is not an environment kind name (a pool "
+                "names kinds, never import paths)"
+            )
+    bases = [e for e in entries if isinstance(e, dict) and e.get("role") == "base"]
+    if len(bases) != 1:
+        problems.append(f"{where}: harnesses: {len(bases)} entries with role base, not 1")
+    return problems
 
 
 def verify_pool(root: Path) -> list[str]:
     """Every problem found (empty when the pool is intact); see :func:`check_pool`."""
-    problems = []
+    present, problems = _walk(root)
+    if problems:  # nothing is read by name while a link or FIFO may stand in its place
+        return problems
     sums_path = root / CHECKSUMS
     if not sums_path.is_file():
         return [f"{sums_path}: missing checksum file"]
@@ -48,15 +118,20 @@ def verify_pool(root: Path) -> list[str]:
     for line in sums_path.read_text(encoding="utf-8").splitlines():
         digest, _, rel = line.partition("  ")
         expected[rel] = digest
-    present = set(_files(root))
-    for rel in sorted(set(expected) - present):
+    for rel in sorted(set(expected) - set(present)):
         problems.append(f"{root / rel}: missing")
-    for rel in sorted(present - set(expected)):
+    for rel in sorted(set(present) - set(expected)):
         problems.append(f"{root / rel}: not in {CHECKSUMS} (added after export)")
-    for rel in sorted(present & set(expected)):
+    for rel in sorted(set(present) & set(expected)):
         if sha256(root / rel) != expected[rel]:
             problems.append(f"{root / rel}: checksum mismatch (modified after export)")
-    return problems
+    if problems or MANIFEST not in present:
+        return problems or [f"{root / MANIFEST}: missing"]
+    try:
+        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return [f"{root / MANIFEST}: not JSON ({exc})"]
+    return manifest_problems(str(root / MANIFEST), manifest)
 
 
 def check_pool(root: Path) -> None:

@@ -20,6 +20,17 @@ def _e(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
+def script_json(payload: Any) -> str:
+    """``payload`` as JSON that is inert inside a ``<script>`` element in every state of an
+    HTML parser: with no ``<`` (nor ``>``, ``&``) left, neither ``</script``, ``<!--`` nor
+    ``<script`` can occur (``<!--<script>`` in a string would otherwise switch the parser
+    to its double-escaped state, and the rest of the page, the viewer's own script
+    included, would become part of this element). The characters only occur inside JSON
+    strings, where ``\\u003c`` means the same."""
+    text = json.dumps(payload, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def _color(rate: float) -> str:
     """Red (0) through yellow to green (1), light enough for dark text."""
     return f"hsl({round(120 * rate)},62%,80%)"
@@ -229,8 +240,7 @@ def render(data: ReportData, embed: Any, *, per_cell: int, max_embedded: int) ->
     ]
     unique = list({r.id: r for r in links.rows}.values())[:max_embedded]
     payload = {"cells": links.cells, "rollouts": embed(unique)}
-    # "</" would end the script element early; JSON allows escaping the slash.
-    blob = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
+    blob = script_json(payload)
     sel = data.selection
     base_name = data.base.name if data.base else "-"
     others = "; ".join(

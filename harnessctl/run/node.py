@@ -22,8 +22,9 @@ from pathlib import Path
 
 from ..envs import Task, get_environment
 from ..errors import ConfigError, HarnessctlError, InfraError
-from ..harness import HarnessSpec, harness_files, load_harness, rollout_version
+from ..harness import HarnessSpec, load_harness, rollout_version
 from ..policy import Policy
+from ..trees import read_tree
 from .session import RolloutRecord, RolloutSession
 
 
@@ -37,14 +38,7 @@ class HarnessBundle:
 
     @classmethod
     def of(cls, spec: HarnessSpec) -> HarnessBundle:
-        files = tuple(
-            (
-                path.relative_to(spec.path).as_posix(),
-                bool(path.stat().st_mode & stat.S_IXUSR),
-                path.read_bytes(),
-            )
-            for path in harness_files(spec.path)
-        )
+        files = tuple((f.rel, f.executable, f.data) for f in read_tree(spec.path))
         return cls(name=spec.name, hash=spec.hash, files=files)
 
 

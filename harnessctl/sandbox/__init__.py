@@ -22,6 +22,7 @@ from typing import Protocol
 from ..harness import HarnessSpec
 from ..liveness import process_started
 from ..registry import Registry
+from ..trees import copy_tree
 
 BUILTIN = {
     "local": "harnessctl.sandbox.local:LocalSandbox",
@@ -91,9 +92,7 @@ def stage_packages(root: Path, packages: tuple, lock: threading.Lock) -> list[st
             if not target.exists():
                 tmp = root / "envs" / f".{code.package}-{code.version}.tmp"
                 shutil.rmtree(tmp, ignore_errors=True)
-                shutil.copytree(
-                    code.path, tmp / code.package, ignore=shutil.ignore_patterns("__pycache__")
-                )
+                copy_tree(code.path, tmp / code.package)  # what its version hashed
                 for dirpath, _dirnames, filenames in os.walk(tmp):
                     for name in filenames:
                         os.chmod(Path(dirpath) / name, 0o444)

@@ -58,6 +58,7 @@ from ..constants import (
     RT_ENV_TOKEN_FILE,
 )
 from ..errors import HarnessctlError
+from ..trees import copy_tree
 from . import Job, Limits, SandboxResult, stage_packages
 from .docker_files import copy_in, copy_out, read_only_tree, read_tail
 from .docker_reaper import (
@@ -221,11 +222,7 @@ class DockerSandbox:
         os.chmod(self.root, 0o711)
         mark_workdir(self.root)
         runtime_src = Path(__file__).resolve().parent.parent / "runtime"
-        shutil.copytree(
-            runtime_src,
-            self.root / "rt" / "harnessctl_runtime",
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
+        copy_tree(runtime_src, self.root / "rt" / "harnessctl_runtime")  # what was hashed
         read_only_tree(self.root / "rt")
         (self.root / "harnesses").mkdir(mode=0o755)
         (self.root / "envs").mkdir(mode=0o755)
@@ -352,11 +349,12 @@ class DockerSandbox:
         if name is None:
             name = job.harness.hash[:16]
             dst = self.root / "harnesses" / name
-            if not dst.exists():
-                shutil.copytree(
-                    job.harness.path, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-                )
-                read_only_tree(dst)
+            if not dst.exists():  # exactly the files hashed (harnessctl.trees)
+                tmp = dst.with_name(name + ".partial")
+                shutil.rmtree(tmp, ignore_errors=True)
+                copy_tree(job.harness.path, tmp, expect=job.harness.hash)
+                read_only_tree(tmp)
+                tmp.rename(dst)
             self._harness_copies[job.harness.hash] = name
         return f"/harness/{name}"
 

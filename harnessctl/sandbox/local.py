@@ -46,6 +46,7 @@ from typing import Any
 
 from ..constants import RT_ENV_ENV_PATH, RT_ENV_HARNESS, RT_ENV_TASK
 from ..errors import HarnessctlError
+from ..trees import copy_tree
 from . import Job, SandboxResult, mark_owner, reap_stale, stage_packages
 
 SANDBOX_UID = 65534  # nobody
@@ -156,7 +157,7 @@ class LocalSandbox:
         os.chmod(self.root, 0o711)
         runtime_src = Path(__file__).resolve().parent.parent / "runtime"
         runtime_dst = self.root / "rt" / "harnessctl_runtime"
-        shutil.copytree(runtime_src, runtime_dst, ignore=shutil.ignore_patterns("__pycache__"))
+        copy_tree(runtime_src, runtime_dst)  # what runtime_version hashed
         _read_only(self.root / "rt")
         self.prefix, self.isolation = self._choose_isolation()
 
@@ -283,13 +284,12 @@ class LocalSandbox:
             cached = self._harness_copies.get(job.harness.hash)
             if cached is None:
                 cached = self.root / "harnesses" / job.harness.hash[:16]
-                if not cached.exists():
-                    shutil.copytree(
-                        job.harness.path,
-                        cached,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-                    )
-                    _read_only(cached)
+                if not cached.exists():  # exactly the files hashed (harnessctl.trees)
+                    tmp = cached.with_name(cached.name + ".partial")
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    copy_tree(job.harness.path, tmp, expect=job.harness.hash)
+                    _read_only(tmp)
+                    tmp.rename(cached)
                 self._harness_copies[job.harness.hash] = cached
         return cached
 
