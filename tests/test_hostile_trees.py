@@ -15,7 +15,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harnessctl.run.session import RolloutSession
 from test_docker_sandbox import docker_engine  # noqa: F401 (fixture)
 from test_eval_cli import invoke, task_flags
 
@@ -24,6 +23,7 @@ from harnessctl.evolve.directions import catalogue
 from harnessctl.evolve.validate import build_child
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
+from harnessctl.run.session import RolloutSession
 from harnessctl.sandbox import Limits
 from harnessctl.sandbox.local import LocalSandbox
 from harnessctl.suite import load_suite
