@@ -73,6 +73,11 @@ SOCKET_TIMEOUT_S = 30
 """One socket read or write."""
 
 
+class ScoringLimit(Exception):
+    """Host scoring stopped at its limit (``SCORE_TIMEOUT_S``): the rollout ends ``timeout``,
+    this message its error."""
+
+
 class RecordMeter:
     """The bytes and records one rollout has made the host keep (thread-safe).
 
