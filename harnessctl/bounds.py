@@ -34,8 +34,8 @@ MAX_EVENTS_BYTES = 4 * MiB
 """The runtime's ``events.jsonl``: read up to this size, the rest dropped."""
 MAX_RESULT_BYTES = 1_000_000
 """The runtime's ``result.json``: a larger one is not read (``harness_error``)."""
-TAIL_CHARS = 4000
-"""Characters of the sandbox's stdout and stderr kept (the tail)."""
+TAIL_BYTES = 4000
+"""Bytes of the sandbox's stdout and of its stderr kept (the tail), on either backend."""
 MAX_JSON_DEPTH = 32
 """Nesting depth of harness-written JSON the host keeps (step arguments, function specs,
 events, the final answer); deeper is refused or dropped, never a host crash."""

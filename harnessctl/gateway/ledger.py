@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harnessctl.bounds import MAX_RECORD_BYTES, MAX_RECORDS, MAX_RESETS
+from harnessctl import bounds
 from harnessctl.constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS
 
 # CallRecord.status values.
@@ -28,10 +28,11 @@ class Budget:
     #: Environment steps a host-served episode may take (resets are counted apart).
     max_steps: int = DEFAULT_MAX_STEPS
     #: Resets of a host-served episode (the runtime resets once).
-    max_resets: int = MAX_RESETS
-    #: Bytes and records of calls, steps and resets the host keeps (``harnessctl.bounds``).
-    max_record_bytes: int = MAX_RECORD_BYTES
-    max_records: int = MAX_RECORDS
+    max_resets: int = field(default_factory=lambda: bounds.MAX_RESETS)
+    #: Bytes and records of calls, steps and resets the host keeps (``harnessctl.bounds``,
+    #: read when the budget is made).
+    max_record_bytes: int = field(default_factory=lambda: bounds.MAX_RECORD_BYTES)
+    max_records: int = field(default_factory=lambda: bounds.MAX_RECORDS)
 
     def __post_init__(self) -> None:
         limits = (self.max_calls, self.max_tokens, self.max_steps, self.max_resets)
