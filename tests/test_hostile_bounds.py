@@ -95,23 +95,23 @@ def _flood(state):  # item 2: many small refused requests (an empty message list
         client._request("POST", "/v1/chat/completions", {"messages": []})
 
 
-def _plant(state):  # item 3: a table whose hash runs one long opcode per row
+def _plant(state):  # item 3: a table whose hash runs long opcodes, one per column and row
     import sqlite3
     db = _os.path.join(_os.environ["HXRT_TASK_DIR"], "db.sqlite")
     conn = sqlite3.connect(db)
     table = '"School Location Table"'
     conn.execute("DROP TABLE " + table)
-    columns = '"School" TEXT, "Date moved" TEXT, "Currently at this location" TEXT'
-    conn.execute("CREATE TABLE " + table + " (" + columns + ")")
+    conn.execute("CREATE TABLE " + table + " (seed TEXT)")
     conn.executemany(
-        "INSERT INTO " + table + ' ("School") VALUES (?)',
+        "INSERT INTO " + table + " (seed) VALUES (?)",
         [("s%d" % i,) for i in range(_CONFIG["rows"])],
     )
     # added afterwards, so that no row is computed now: only when read (by the scorer)
-    conn.execute(
-        "ALTER TABLE " + table + ' ADD COLUMN "Location" TEXT GENERATED ALWAYS AS '
-        '(length(hex(zeroblob(%d + length("School"))))) VIRTUAL' % _CONFIG["blob"]
-    )
+    for column in ("School", "Location", "Date moved", "Currently at this location"):
+        conn.execute(
+            "ALTER TABLE " + table + ' ADD COLUMN "' + column + '" TEXT GENERATED ALWAYS AS '
+            "(length(hex(zeroblob(%d + length(seed))))) VIRTUAL" % _CONFIG["blob"]
+        )
     conn.commit()
     conn.close()
     state.status = "answered"  # ends the episode at once: the host scores the table
@@ -343,17 +343,19 @@ def test_record_bound_counts_bytes_of_answered_calls():
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("limit", ["value_length", "wall_clock"])
 def test_host_scoring_runs_inside_its_limits(backend, tmp_path, monkeypatch, limit):
-    """The landed code hashed this table for minutes (one opcode per row, no progress check
-    between them), outside the rollout's timeout, at gigabytes of memory."""
+    """Four generated columns of ``length(hex(zeroblob(50000000)))``: about a second per row
+    in a handful of VM opcodes, so the landed code's progress handler (every 1000 opcodes,
+    5 s) first looked at the clock after some 30 s of hashing, outside the rollout's timeout
+    and at hundreds of MB; at the issue's sizes, minutes and gigabytes."""
     if limit == "wall_clock":  # lift the value bound: the wall clock alone must stop it
         monkeypatch.setattr(bounds, "SCORE_MAX_VALUE_BYTES", 1_000_000_000)
         monkeypatch.setattr(bounds, "SCORE_TIMEOUT_S", 3.0)
-    config = {"attack": "plant", "task": MUTATION, "blob": 20_000_000, "rows": 3000}
+    config = {"attack": "plant", "task": MUTATION, "blob": 50_000_000, "rows": 200}
     started = time.monotonic()
     recs = run(backend, dbbench(tmp_path, config), DBBENCH, [MUTATION], policy="sim/dbbench")
     took = time.monotonic() - started
     rec = recs[MUTATION]
-    assert took < 60, took
+    assert took < 25, took
     if limit == "wall_clock":
         assert rec.outcome == "timeout", (rec.outcome, rec.error)
         assert "host scoring stopped at its 3 s limit" in (rec.error or "")
