@@ -11,6 +11,11 @@ at a time (others wait their turn on the rollout's condition, then meet the budg
 with every earlier call counted), and a prompt whose size alone (a lower bound of its tokens:
 characters / 8) exceeds what is left of the token budget is refused without being sent. The
 only overrun left is the reply of the one call in flight, which is withheld from the harness.
+
+What the ledger keeps is bounded too (:mod:`harnessctl.bounds`): a refused request is
+recorded without its body (the reason and its size), and each record costs the rollout's
+``RecordMeter``; past its bound a request is refused unsent and unrecorded, and the closed
+ledger's ``record_limit`` says so (the rollout ends ``context_limit``).
 """
 
 from __future__ import annotations
