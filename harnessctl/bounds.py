@@ -61,7 +61,7 @@ MAX_CONNECTIONS = 256
 """Connections served at once. At the cap, the oldest connection that has not yet sent its
 headers (or is being drained after a refusal) is closed to make room; only when there is
 none is the new one closed."""
-MAX_REQUESTS_PER_TOKEN = 16
+MAX_REQUESTS_PER_TOKEN = 32
 """Connections of one rollout past its headers at once (reading a body, waiting for the
 model, answering); more get 429."""
 HEADER_DEADLINE_S = 10.0
