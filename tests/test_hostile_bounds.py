@@ -471,6 +471,33 @@ def test_host_served_episode_requests_are_bounded(backend, tmp_path, attack):
         assert all(s.arguments is None or "x" not in s.arguments for s in steps)
 
 
+def test_malformed_result_files_are_named_not_raised(tmp_path):
+    """What the host reads of result.json, unit by unit (item 6): every malformed form is a
+    message naming the file and the field, never an exception."""
+    from harnessctl.untrusted import checked_result, parse_events
+
+    def check(data) -> str | None:
+        raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+        return checked_result(raw, True)[1]
+
+    assert check({"status": "answered", "rounds": "many"}).startswith("result.json: field 'rounds'")
+    assert "tool_error_streak" in check({"status": "done", "tool_error_streak": 2**40})
+    assert "rounds" in check({"status": "done", "rounds": -1})
+    assert check({"status": 3}) == "result.json: field 'status' must be a string"
+    assert check([1]) == "result.json must hold a JSON object"
+    assert "nested deeper" in check(
+        b'{"status": "done", "answer": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    )
+    assert "not JSON" in check(b"\xff\xfe")
+    assert checked_result(None, False) == (None, None)  # no file: the runtime died
+    assert "regular file" in checked_result(None, True)[1]
+    ok, problem = checked_result(json.dumps({"status": "done", "rounds": 3, "x": 1}).encode(), True)
+    assert problem is None and ok["rounds"] == 3 and ok["x"] == 1
+    deep = json.dumps({"event": "x", "v": json.loads("[" * 40 + "]" * 40)})
+    lines = (deep + "\n" + '{"event": "ok"}\n' + "[" * 100000 + "\n").encode()
+    assert parse_events(lines) == [{"event": "ok"}]
+
+
 def test_the_bounds_are_documented():
     """docs/sandboxes.md lists every bound of harnessctl.bounds with its value."""
     text = (ROOT / "docs" / "sandboxes.md").read_text()
