@@ -2,11 +2,17 @@
 classifies one.
 
 Classification order (first match wins):
-1. ``infra_error``   the sandbox or the gateway failed (retried, never a task failure);
-2. ``timeout``       the host killed the rollout at its wall-clock limit;
-3. ``harness_error`` harness code raised, or the runtime died without a result;
-4. ``success``       the host-side scorer accepted the final state / answer;
-5. otherwise the failure the runtime reported when the episode ended:
+1. ``infra_error``   the sandbox or the gateway failed, as the host observed it (retried,
+   never a task failure); a runtime status ``infra_error`` is only the harness's word, and
+   is ``harness_error`` unless the host saw the failure too;
+2. ``timeout``       the host killed the rollout at its wall-clock limit, or stopped scoring
+   its final state at the scoring limit (``harnessctl.bounds.SCORE_TIMEOUT_S``);
+3. ``context_limit`` the rollout made the host record more than its bound (the error starts
+   with ``record_limit``; ``harnessctl.bounds.MAX_RECORD_BYTES``), whatever it answered;
+4. ``harness_error`` harness code raised, the runtime died without a result or left a
+   malformed one, or it reported an infrastructure failure the host did not see;
+5. ``success``       the host-side scorer accepted the final state / answer;
+6. otherwise the failure the runtime reported when the episode ended:
    ``invalid_format`` (no parsable action, or a final answer that is not a list),
    ``invalid_action`` (the harness rejected an action and gave up),
    ``context_limit`` (the per-rollout token/call budget or the model's window ran out),
@@ -62,13 +68,17 @@ def classify(
     success: bool,
     answer_unparsable: bool = False,
     tool_error_streak: int = 0,
+    record_limit: bool = False,
 ) -> Outcome:
-    """Map what the sandbox and the scorer reported to exactly one outcome."""
-    if infra_error or runtime_status == "infra_error":
+    """Map what the host observed (``infra_error``, ``timed_out``, ``record_limit``), what
+    the runtime reported and what the scorer decided to exactly one outcome."""
+    if infra_error:
         return Outcome.INFRA_ERROR
     if timed_out:
         return Outcome.TIMEOUT
-    if runtime_status is None or runtime_status == "harness_error":
+    if record_limit:
+        return Outcome.CONTEXT_LIMIT
+    if runtime_status in (None, "harness_error", "infra_error"):  # infra: its word alone
         return Outcome.HARNESS_ERROR
     if success:
         return Outcome.SUCCESS
@@ -94,9 +104,22 @@ def explain(outcome: str, runtime_status: str | None, tool_error_streak: int = 0
             f"(at least {TOOL_ERROR_STREAK}): stuck on errors, not on time, so tool_error"
         )
     if outcome == Outcome.TIMEOUT:
-        return "the host killed the rollout at its wall-clock limit, whatever the runtime said"
+        return (
+            "the host killed the rollout at its wall-clock limit (or stopped scoring it at "
+            "the scoring limit), whatever the runtime said"
+        )
     if outcome == Outcome.INFRA_ERROR:
         return "the sandbox or the gateway failed: not the harness's doing"
+    if outcome == Outcome.HARNESS_ERROR and runtime_status == "infra_error":
+        return (
+            "the runtime reported an infrastructure failure the host did not observe: "
+            "only the host's own observation makes an infra_error"
+        )
+    if outcome == Outcome.CONTEXT_LIMIT:
+        return (
+            "the rollout made the host record more than its bound (record_limit), or ran "
+            "out of its token or call budget"
+        )
     if outcome == Outcome.HARNESS_ERROR:
         return "harness code raised, or the runtime ended without a result"
     if outcome == Outcome.SUCCESS:

@@ -118,7 +118,8 @@ class EnvStep(Record):
     done: bool = False
     info: dict[str, Any] = Field(default_factory=dict)
     status: str = "ok"
-    """``ok``, ``rejected`` (info["error"]), ``step_budget_exceeded`` or ``env_error``."""
+    """``ok``, ``rejected`` (info["error"]), ``step_budget_exceeded``, ``reset_budget_exceeded``
+    or ``env_error``."""
     error: str | None = None
     latency_s: float = 0.0
     started_at: float = 0.0

@@ -428,21 +428,56 @@ def test_gateway_reads_no_body_without_a_valid_token():
 
 
 def test_gateway_caps_connections(monkeypatch):
+    """At the cap a new connection closes the oldest one still sending its headers (issue
+    #24: slow clients must not starve other rollouts); when every connection is past its
+    headers, the new one is closed at once, nothing read."""
     monkeypatch.setattr(transport, "MAX_CONNECTIONS", 8)
     monkeypatch.setattr(transport._Quiet, "max_connections", 8)
-    with Gateway(completer=lambda *a, **k: None) as gw:
+    gate = threading.Event()
+
+    def slow(*_a, **_k):
+        gate.wait(10)
+        return llm.Completion("x", 1, 1, 0.0, 0.0, 1, "stop", "m")
+
+    with Gateway(completer=slow) as gw:
         idle = []
         for _ in range(8):
             s = socket.socket(socket.AF_UNIX)
+            s.settimeout(5)
             s.connect(str(gw.socket_path))
             idle.append(s)
+            time.sleep(0.02)
         time.sleep(0.3)
         extra = socket.socket(socket.AF_UNIX)
         extra.settimeout(5)
         extra.connect(str(gw.socket_path))
-        assert extra.recv(10) == b""  # closed at once, nothing read
+        extra.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer no\r\n\r\n")
+        assert extra.recv(200).startswith(b"HTTP/1.1 401")  # served
+        assert idle[0].recv(10) == b""  # the oldest idle connection made room
         for s in [*idle, extra]:
             s.close()
+        time.sleep(0.3)
+        # eight requests past their headers (one at the model, seven waiting their turn)
+        token = gw.open_rollout("r", model="m", params={}, budget=Budget(max_calls=100))
+        client = GatewayClient(gw.address, token)
+        busy = [
+            threading.Thread(
+                target=client._request, args=("POST", "/v1/chat/completions", {"messages": ASK})
+            )
+            for _ in range(8)
+        ]
+        for t in busy:
+            t.start()
+        time.sleep(0.5)
+        refused = socket.socket(socket.AF_UNIX)
+        refused.settimeout(5)
+        refused.connect(str(gw.socket_path))
+        assert refused.recv(10) == b""  # closed at once, nothing read
+        refused.close()
+        gate.set()
+        for t in busy:
+            t.join()
+        gw.close_rollout(token)
 
 
 def test_gateway_caps_requests_per_token():

@@ -7,6 +7,13 @@ the step budget (``Budget.max_steps``) refuses steps once spent (400 ``step_budg
 the runtime's ``step_limit``). An episode that raises is an infrastructure failure: the
 ledger's ``infra_error`` is set (the host retries the rollout) and the harness gets a 502.
 Observations and info go to the harness, so environments must keep gold out of them.
+
+Resets are counted too: at most ``Budget.max_resets`` per rollout (400, the same code as the
+step budget, so the runtime ends ``step_limit``). Every record costs the rollout's
+:class:`harnessctl.bounds.RecordMeter` its request, observation and info bytes (a refused one
+``REFUSED_RECORD_BYTES``, its request not kept); past the bound a request is refused before
+it reaches the episode and is not recorded. Step arguments nested deeper than
+``MAX_JSON_DEPTH`` are refused (400).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..bounds import REFUSED_RECORD_BYTES, RecordMeter, clip_error, loads_untrusted
 from ..records import EnvStep
 from ..runtime.wire import RESET_PATH, STEP_BUDGET_EXCEEDED, STEP_PATH, StepResult
 from . import protocol
@@ -33,6 +41,9 @@ class EpisodeSlot:
     episode: Any
     max_steps: int
     steps_taken: int = 0
+    max_resets: int = 8
+    resets_taken: int = 0
+    meter: RecordMeter = field(default_factory=RecordMeter)
     done: bool = False
     records: list[EnvStep] = field(default_factory=list)
     # one request at a time per episode (simulators are not thread-safe); not the rollout's
@@ -42,8 +53,8 @@ class EpisodeSlot:
 
 def _parse(raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(raw or b"{}")
-    except (ValueError, UnicodeDecodeError) as exc:
+        body = loads_untrusted(raw or b"{}")
+    except ValueError as exc:
         raise protocol.RequestError(f"body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise protocol.RequestError("body must be a JSON object")
@@ -74,20 +85,32 @@ def handle(rollout: Any, raw: bytes, *, path: str) -> Response:
         tool, argument, arguments = (None, "", None) if kind == "reset" else _action(body)
     except protocol.RequestError as exc:
         return 400, protocol.error_body("invalid_request_error", "bad_request", str(exc))
+    code = STEP_BUDGET_EXCEEDED  # what the runtime reads as its step limit
     with slot.lock:
         index = len(slot.records)
         record = EnvStep(
             index=index, kind=kind, tool=tool, argument=argument, arguments=arguments,
             started_at=started,
         )  # fmt: skip
+        refusal = None
         if kind == "step" and slot.steps_taken >= slot.max_steps:
             record.status = STEP_BUDGET_EXCEEDED
-            record.error = f"step budget exhausted: {slot.steps_taken} of {slot.max_steps} steps"
-            slot.records.append(record)
-            code = STEP_BUDGET_EXCEEDED
-            return 400, protocol.error_body(code, code, record.error)
+            refusal = f"step budget exhausted: {slot.steps_taken} of {slot.max_steps} steps"
+        elif kind == "reset" and slot.resets_taken >= slot.max_resets:
+            record.status = "reset_budget_exceeded"
+            refusal = f"reset budget exhausted: {slot.resets_taken} of {slot.max_resets} resets"
+        if refusal is not None:  # kept without the request: the fact, its size and why
+            record.argument, record.arguments = "", None
+            record.error = f"{refusal} (request of {len(raw)} bytes, not kept)"
+            if slot.meter.take(REFUSED_RECORD_BYTES, kind):
+                slot.records.append(record)
+            return 400, protocol.error_body(code, code, refusal)
+        if not slot.meter.take(len(raw), kind):
+            return 400, protocol.error_body(code, code, slot.meter.hit or "record limit")
         if kind == "step":
             slot.steps_taken += 1
+        else:
+            slot.resets_taken += 1
         t0 = time.monotonic()
         try:
             if kind == "reset":
@@ -98,7 +121,7 @@ def handle(rollout: Any, raw: bytes, *, path: str) -> Response:
             info = dict(result.info or {})
             json.dumps(info)  # what cannot travel to the harness is an environment bug
         except Exception as exc:  # the environment failed: never the harness's fault
-            record.status, record.error = "env_error", f"{type(exc).__name__}: {exc}"
+            record.status, record.error = "env_error", clip_error(f"{type(exc).__name__}: {exc}")
             record.latency_s = time.monotonic() - t0
             slot.records.append(record)
             with rollout.cond:
@@ -107,6 +130,7 @@ def handle(rollout: Any, raw: bytes, *, path: str) -> Response:
             return 502, protocol.error_body("server_error", "env_error", record.error)
         record.latency_s = time.monotonic() - t0
         record.observation, record.done, record.info = observation, done, info
+        slot.meter.add(len(observation) + len(json.dumps(info, default=str)))
         if info.get("error"):
             record.status = "rejected"
         slot.done = slot.done or done

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnessctl import bounds
 from harnessctl.constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS
 
 # CallRecord.status values.
@@ -24,11 +25,18 @@ class Budget:
 
     max_calls: int = DEFAULT_MAX_CALLS
     max_tokens: int = DEFAULT_MAX_TOKENS
-    #: Environment steps a host-served episode may take (resets are not counted).
+    #: Environment steps a host-served episode may take (resets are counted apart).
     max_steps: int = DEFAULT_MAX_STEPS
+    #: Resets of a host-served episode (the runtime resets once).
+    max_resets: int = field(default_factory=lambda: bounds.MAX_RESETS)
+    #: Bytes and records of calls, steps and resets the host keeps (``harnessctl.bounds``,
+    #: read when the budget is made).
+    max_record_bytes: int = field(default_factory=lambda: bounds.MAX_RECORD_BYTES)
+    max_records: int = field(default_factory=lambda: bounds.MAX_RECORDS)
 
     def __post_init__(self) -> None:
-        if self.max_calls < 0 or self.max_tokens < 0 or self.max_steps < 0:
+        limits = (self.max_calls, self.max_tokens, self.max_steps, self.max_resets)
+        if min(*limits, self.max_record_bytes, self.max_records) < 0:
             raise ValueError(f"budget limits must be >= 0, got {self}")
 
 
@@ -78,7 +86,9 @@ class RolloutLedger:
     ``infra_error`` and retries it); ``budget_exceeded`` when a call was refused for the budget;
     ``config_error`` (with ``infra_error``) when the provider refused the run's own
     configuration (credentials, model name, a policy parameter): retrying cannot help, and
-    the host stops the run instead of recording a task outcome.
+    the host stops the run instead of recording a task outcome. ``record_limit`` is set when
+    the rollout made the host record more than its bound (``harnessctl.bounds.RecordMeter``):
+    the rollout ends ``context_limit``, its record cut there.
     """
 
     rollout_id: str
@@ -89,6 +99,7 @@ class RolloutLedger:
     infra_error: str | None = None
     budget_exceeded: str | None = None
     config_error: str | None = None
+    record_limit: str | None = None
 
     @property
     def prompt_tokens(self) -> int:

@@ -9,11 +9,12 @@ accepted and joined with newlines into one string, since only text reaches the m
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import time
 from typing import Any
+
+from ..bounds import loads_untrusted
 
 # Sampling parameters a harness may set; the rollout's policy params override them.
 HARNESS_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed")
@@ -56,8 +57,8 @@ def parse_chat_request(raw: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]
     one complete message.
     """
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        body = loads_untrusted(raw)
+    except ValueError as exc:
         raise RequestError(f"body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise RequestError("body must be a JSON object")

@@ -11,6 +11,11 @@ at a time (others wait their turn on the rollout's condition, then meet the budg
 with every earlier call counted), and a prompt whose size alone (a lower bound of its tokens:
 characters / 8) exceeds what is left of the token budget is refused without being sent. The
 only overrun left is the reply of the one call in flight, which is withheld from the harness.
+
+What the ledger keeps is bounded too (:mod:`harnessctl.bounds`): a refused request is
+recorded without its body (the reason and its size), and each record costs the rollout's
+``RecordMeter``; past its bound a request is refused unsent and unrecorded, and the closed
+ledger's ``record_limit`` says so (the rollout ends ``context_limit``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..bounds import REFUSED_RECORD_BYTES, RecordMeter, clip_error
 from . import episodes, llm, protocol, transport
 from .ledger import (
     BAD_REQUEST,
@@ -112,6 +118,13 @@ class _Rollout:
     cond: threading.Condition = field(default_factory=threading.Condition)
     episode: episodes.EpisodeSlot | None = None  # a host-served environment's episode
     waiting: WaitClock = field(default_factory=WaitClock)
+    meter: RecordMeter = field(default_factory=RecordMeter)  # what the host keeps of it
+
+    def keep(self, rec: CallRecord, cost: int = REFUSED_RECORD_BYTES) -> None:
+        """Append ``rec`` to the ledger if the record bound leaves room (caller holds
+        ``cond``); past it the call is only counted (``meter.dropped``)."""
+        if self.meter.take(cost, "model call"):
+            self.ledger.calls.append(rec)
 
     def record(
         self, messages: list[dict[str, Any]], params: dict[str, Any], started_at: float
@@ -216,9 +229,12 @@ class Gateway:
         """
         token = secrets.token_urlsafe(24)
         ledger = RolloutLedger(rollout_id, model)
-        state = _Rollout(ledger, dict(params), budget, dict(metadata or {}))
+        meter = RecordMeter(budget.max_record_bytes, budget.max_records)
+        state = _Rollout(ledger, dict(params), budget, dict(metadata or {}), meter=meter)
         if episode is not None:
-            state.episode = episodes.EpisodeSlot(episode, budget.max_steps)
+            state.episode = episodes.EpisodeSlot(
+                episode, budget.max_steps, max_resets=budget.max_resets, meter=meter
+            )
         with self._lock:
             self._rollouts[token] = state
         return token
@@ -241,7 +257,9 @@ class Gateway:
             with state.episode.lock:  # a step still running finishes first
                 steps = list(state.episode.records)
         with state.cond:
-            return replace(state.ledger, calls=calls, steps=steps)
+            return replace(
+                state.ledger, calls=calls, steps=steps, record_limit=state.meter.summary()
+            )
 
     def waited_s(self, token: str) -> float:
         """Seconds the rollout of ``token`` has waited on the host so far (0 once closed)."""
@@ -270,10 +288,11 @@ class Gateway:
         try:
             messages, harness_params = protocol.parse_chat_request(raw)
         except protocol.RequestError as exc:
-            with state.cond:
+            with state.cond:  # the fact, its size and why: never the body
                 rec = state.record([], {}, started_at)
-                rec.status, rec.error = BAD_REQUEST, str(exc)
-                ledger.calls.append(rec)
+                rec.status = BAD_REQUEST
+                rec.error = f"{clip_error(str(exc))} (request of {len(raw)} bytes, not kept)"
+                state.keep(rec)
             return 400, protocol.error_body("invalid_request_error", "bad_request", str(exc))
         params = {**harness_params, **state.params}
         with state.cond:
@@ -298,9 +317,15 @@ class Gateway:
                     f"token budget exhausted: the prompt alone needs at least {floor} tokens, "
                     f"{budget.max_tokens - used} of {budget.max_tokens} are left"
                 )
-            if refusal is not None:
-                rec.status, rec.error = BUDGET_EXCEEDED, refusal
-                ledger.calls.append(rec)
+            if refusal is None and not state.meter.take(len(raw), "model call"):
+                refusal = state.meter.hit  # sent, it would be kept: refused unsent, unrecorded
+                ledger.budget_exceeded = ledger.budget_exceeded or refusal
+                return 400, protocol.error_body(BUDGET_EXCEEDED, BUDGET_EXCEEDED, refusal or "")
+            if refusal is not None:  # kept without its body: the fact, its size and why
+                rec.messages, rec.params, rec.tools = [], {}, None
+                rec.status = BUDGET_EXCEEDED
+                rec.error = f"{refusal} (request of {len(raw)} bytes, not kept)"
+                state.keep(rec)
                 ledger.budget_exceeded = ledger.budget_exceeded or refusal
                 return 400, protocol.error_body(BUDGET_EXCEEDED, BUDGET_EXCEEDED, refusal)
             state.sent += 1
@@ -400,6 +425,8 @@ class Gateway:
         rec.prompt_tokens, rec.completion_tokens = c.prompt_tokens, c.completion_tokens
         rec.cost_usd, rec.latency_s = c.cost_usd, c.latency_s
         ledger, limit = state.ledger, state.budget.max_tokens
+        ids = len(c.prompt_ids or ()) + len(c.completion_ids or ()) + len(c.logprobs or ())
+        state.meter.add(len(c.content or "") + len(json.dumps(c.tool_calls or [])) + 8 * ids)
         with state.cond:
             ledger.calls.append(rec)
             used = ledger.total_tokens

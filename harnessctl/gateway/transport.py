@@ -3,13 +3,17 @@
 Kept apart from :mod:`.server` so the gateway logic (auth, budgets, ledger) reads without the
 socket plumbing. Nothing here prints: socketserver's stderr tracebacks go to a debug log.
 
-What a hostile client can make the host hold is bounded: the token is checked on the headers,
-before any body is read (an unauthorized request never costs its body); a body is at most
-``MAX_BODY_BYTES`` and all bodies held at once (read and not yet answered) at most
-``MAX_BODY_BYTES_IN_FLIGHT`` (503 past it);
-at most ``MAX_CONNECTIONS`` connections are served at once (more are closed on accept) and
-at most ``MAX_REQUESTS_PER_TOKEN`` requests of one token (more get 429); every socket read
-times out after ``SOCKET_TIMEOUT_S``.
+What a hostile client can make the host hold is bounded (the values are in
+:mod:`harnessctl.bounds`): the token is checked on the headers, before any body is read (an
+unauthorized request never costs its body); a body is at most ``MAX_BODY_BYTES`` and all
+bodies held at once (read and not yet answered) at most ``MAX_BODY_BYTES_IN_FLIGHT`` (503
+past it); every socket read times out after ``SOCKET_TIMEOUT_S``, and, whatever the pace of
+its bytes, a connection must send a request's headers within ``HEADER_DEADLINE_S`` and the
+whole request within ``REQUEST_DEADLINE_S`` (a watchdog shuts it down past either); at most
+``MAX_REQUESTS_PER_TOKEN`` connections of one token are past their headers at once (more get
+429); at most ``MAX_CONNECTIONS`` connections are served at once: a new one past the cap
+closes the oldest connection still sending its headers (or being drained after a refusal),
+so slow clients cannot starve other rollouts; only when there is none is the new one closed.
 """
 
 from __future__ import annotations
@@ -18,27 +22,64 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import socketserver
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+from ..bounds import (
+    HEADER_DEADLINE_S,
+    MAX_BODY_BYTES,
+    MAX_BODY_BYTES_IN_FLIGHT,
+    MAX_CONNECTIONS,
+    MAX_REQUESTS_PER_TOKEN,
+    REQUEST_DEADLINE_S,
+    SOCKET_TIMEOUT_S,
+)
 from ..runtime.wire import CHAT_PATH, MODELS_PATH
 from . import protocol
 
+__all__ = [
+    "HEADER_DEADLINE_S",
+    "MAX_BODY_BYTES",
+    "MAX_BODY_BYTES_IN_FLIGHT",
+    "MAX_CONNECTIONS",
+    "MAX_REQUESTS_PER_TOKEN",
+    "REQUEST_DEADLINE_S",
+    "SOCKET_TIMEOUT_S",
+    "TCPServer",
+    "UnixServer",
+    "bind_unix",
+    "make_handler",
+]
+
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes on Linux, NUL included
-MAX_BODY_BYTES = 8 * 1024 * 1024  # a 128k-token context is well under 1 MiB of JSON
-MAX_BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024
-MAX_CONNECTIONS = 128
 DISCARD_BYTES = 1024 * 1024  # what is read (and dropped) of a request that is refused
-MAX_REQUESTS_PER_TOKEN = 32
-SOCKET_TIMEOUT_S = 30  # per read: a request line, a header, a chunk of body
 SANDBOX_GID = 65534  # nogroup: the sandboxes' group when harnessctl runs as root
+WATCH_EVERY_S = 0.25  # how often the watchdog looks for connections past their deadline
 Response = tuple[int, dict[str, Any]]
 _log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Conn:
+    """A served connection: what it is doing, since when, and until when it may."""
+
+    sock: Any
+    phase: str  # headers | body | draining | busy
+    since: float
+    deadline: float | None
+    closing: bool = False
+
+    @property
+    def evictable(self) -> bool:
+        return not self.closing and self.phase in ("headers", "draining")
 
 
 class _Quiet:
@@ -51,6 +92,9 @@ class _Quiet:
         self._active = 0
         self._active_lock = threading.Lock()
         self._body_bytes = 0  # bodies held now (read, not yet answered), all connections
+        self._conns: dict[int, _Conn] = {}
+        self._watch_stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
         super().__init__(*args, **kwargs)
 
     def reserve_body(self, length: int) -> bool:
@@ -64,29 +108,72 @@ class _Quiet:
         with self._active_lock:
             self._body_bytes -= length
 
-    def process_request(self, request: Any, client_address: Any) -> None:
+    def phase(self, sock: Any, phase: str, deadline: float | None) -> None:
+        """Record what connection ``sock`` is doing now, and its deadline (None: none)."""
         with self._active_lock:
-            full = self._active >= self.max_connections
+            conn = self._conns.get(id(sock))
+            if conn is not None:
+                conn.phase, conn.since, conn.deadline = phase, time.monotonic(), deadline
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        now = time.monotonic()
+        with self._active_lock:
+            closing = sum(1 for c in self._conns.values() if c.closing)
+            full = self._active - closing >= self.max_connections
+            if full:  # make room: the oldest connection still sending headers (or drained)
+                victims = [c for c in self._conns.values() if c.evictable]
+                if victims:
+                    self._close(min(victims, key=lambda c: c.since))
+                    full = False
             if not full:
                 self._active += 1
+                self._conns[id(request)] = _Conn(request, "headers", now, now + HEADER_DEADLINE_S)
         if full:  # past the cap: closed at once, no thread, nothing read
             self.shutdown_request(request)  # type: ignore[attr-defined]
             return
+        self._start_watchdog()
         try:
             super().process_request(request, client_address)  # type: ignore[misc]
         except Exception:
-            self._release()
+            self._release(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)  # type: ignore[misc]
         finally:
-            self._release()
+            self._release(request)
 
-    def _release(self) -> None:
+    def _release(self, request: Any) -> None:
         with self._active_lock:
             self._active -= 1
+            self._conns.pop(id(request), None)
+
+    @staticmethod
+    def _close(conn: _Conn) -> None:
+        """Shut a connection down (its blocked read returns at once); caller holds the lock."""
+        conn.closing = True
+        with contextlib.suppress(OSError):
+            conn.sock.shutdown(socket.SHUT_RDWR)
+
+    def _start_watchdog(self) -> None:
+        with self._active_lock:
+            if self._watchdog is not None:
+                return
+            self._watchdog = threading.Thread(target=self._watch, name="hx-gw-watch", daemon=True)
+        self._watchdog.start()
+
+    def _watch(self) -> None:
+        while not self._watch_stop.wait(WATCH_EVERY_S):
+            now = time.monotonic()
+            with self._active_lock:
+                for conn in self._conns.values():
+                    if not conn.closing and conn.deadline is not None and now > conn.deadline:
+                        self._close(conn)
+
+    def server_close(self) -> None:
+        self._watch_stop.set()
+        super().server_close()  # type: ignore[misc]
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # socketserver would print a traceback (typically a sandbox that hung up mid-reply);
@@ -161,6 +248,16 @@ def make_handler(
         protocol_version = "HTTP/1.1"
         timeout = SOCKET_TIMEOUT_S  # a silent client must not hold a thread for long
 
+        def handle_one_request(self) -> None:
+            # the next request (idle keep-alive time included) must bring its headers within
+            # HEADER_DEADLINE_S and its body within REQUEST_DEADLINE_S: the watchdog enforces
+            self._started = time.monotonic()
+            self._phase("headers", self._started + HEADER_DEADLINE_S)
+            super().handle_one_request()
+
+        def _phase(self, phase: str, deadline: float | None) -> None:
+            self.server.phase(self.connection, phase, deadline)  # type: ignore[attr-defined]
+
         def address_string(self) -> str:
             return "sandbox"  # AF_UNIX peers have no address
 
@@ -193,6 +290,7 @@ def make_handler(
             client gets the answer; a larger or unknown one is left unread and the connection
             closed after the answer."""
             self.close_connection = True
+            self._phase("draining", self._started + REQUEST_DEADLINE_S)
             try:
                 left = int(self.headers.get("Content-Length") or 0)
             except ValueError:
@@ -209,6 +307,7 @@ def make_handler(
             elif (rollout := self._rollout()) is not None:
                 with self._slot(rollout) as ok:
                     if ok:
+                        self._phase("busy", None)
                         self._send(200, models(rollout))
 
         def do_POST(self) -> None:
@@ -242,17 +341,20 @@ def make_handler(
                     self._send(503, protocol.error_body("server_error", "overloaded", msg))
                     return
                 try:  # the bytes stay reserved until the request is answered
+                    self._phase("body", self._started + REQUEST_DEADLINE_S)
                     raw = self.rfile.read(length)
                     if len(raw) < length:  # the client hung up or timed out mid-body
                         self.close_connection = True
                         return
+                    self._phase("busy", None)  # the model's time is not the client's
                     self._send(*route(rollout, raw))
                 finally:
                     server.release_body(length)  # type: ignore[attr-defined]
 
         @contextlib.contextmanager
         def _slot(self, rollout: Any) -> Iterator[bool]:
-            """At most MAX_REQUESTS_PER_TOKEN requests of one rollout at once (429 past it)."""
+            """At most MAX_REQUESTS_PER_TOKEN connections of one rollout past their headers at
+            once (429 past it)."""
             key = id(rollout)
             with busy_lock:
                 ok = busy.get(key, 0) < MAX_REQUESTS_PER_TOKEN

@@ -2,7 +2,7 @@
 
 Each task runs :func:`harnessctl.executors.node.run_rollout` on whichever node Ray picks
 (one CPU each), so the sandbox and its gateway (model calls, budgets, ledger) live on that
-node, and the finished :class:`~harnessctl.rollout.RolloutRecord` comes back to the driver.
+node, and the finished :class:`~harnessctl.run.session.RolloutRecord` comes back to the driver.
 At most ``workers`` tasks are in flight. Ray's retries are off (``max_retries=0``): a task
 lost with its worker or node, or a rollout that ended in ``infra_error``, is recorded as an
 attempt and resubmitted by harnessctl, up to ``retries`` times, exactly like the local

@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..bounds import MAX_EVENTS_BYTES, MAX_RESULT_BYTES, ScoringLimit
 from ..constants import (
     ENV_GATEWAY_PORT,
     RT_ENV_ENV,
@@ -45,10 +46,8 @@ from ..records import (
     Trajectory,
 )
 from ..sandbox import Job, Limits, Sandbox, SandboxResult, mark_owner, reap_stale
+from ..untrusted import checked_result, parse_events
 from .budget import resolve_budgets
-
-MAX_EVENTS_BYTES = 4 * 1024 * 1024
-MAX_RESULT_BYTES = 1_000_000
 
 
 @dataclass
@@ -213,22 +212,27 @@ class RolloutSession:
         episode=None,
     ) -> RolloutRecord:
         _drop_special_files(workdir)  # scoring opens files by name: no links, no FIFOs
-        runtime_result = _read_result(workdir)
+        runtime_result, problem = _checked_result(workdir)  # malformed: harness_error
         status = runtime_result.get("status") if runtime_result else None
         answer = runtime_result.get("answer") if runtime_result else None
         if answer is not None and not isinstance(answer, str):
             answer = json.dumps(answer)
-        score = None
+        score, score_limit = None, None
         if (
             not result.timed_out
             and result.infra_error is None
             and status not in (None, "harness_error", "infra_error")
         ):
-            score = self.env.score(task, workdir, answer, episode)
+            try:
+                score = self.env.score(task, workdir, answer, episode)
+            except ScoringLimit as exc:  # the state it left could not be scored in time
+                score_limit = str(exc)
         infra = result.infra_error or ledger.infra_error
+        host_error = score_limit or ledger.record_limit or problem
         outcome = classify(
             infra_error=infra is not None,
-            timed_out=result.timed_out,
+            timed_out=result.timed_out or score_limit is not None,
+            record_limit=ledger.record_limit is not None,
             runtime_status=status,
             success=bool(score and score.success),
             answer_unparsable=bool(score and score.answer_unparsable),
@@ -270,7 +274,7 @@ class RolloutSession:
             harness=harness,
             policy=policy,
             outcome=outcome,
-            error=_error_text(outcome, result, runtime_result, infra),
+            error=_error_text(outcome, result, runtime_result, infra, host_error),
             runtime_result=runtime_result,
             trajectory=trajectory,
             ledger=ledger,
@@ -348,42 +352,39 @@ def _drop_special_files(workdir: Path) -> None:
                         dirnames.remove(name)
 
 
+def _checked_result(workdir: Path) -> tuple[dict | None, str | None]:
+    """result.json is written by untrusted code: a well-typed mapping, or None and why."""
+    path = workdir / "result.json"
+    raw = read_untrusted(path, MAX_RESULT_BYTES)
+    return checked_result(raw, os.path.lexists(path))
+
+
 def _read_result(workdir: Path) -> dict | None:
-    """result.json is written by untrusted code: accept only a well-typed mapping."""
-    raw = read_untrusted(workdir / "result.json", MAX_RESULT_BYTES)
-    if raw is None:
-        return None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("status"), str):
-        return None
-    return data
+    return _checked_result(workdir)[0]
 
 
 def _read_events(workdir: Path) -> list[dict]:
-    raw = read_untrusted(workdir / "events.jsonl", MAX_EVENTS_BYTES, truncate=True)
-    if raw is None:
-        return []
-    events = []
-    for line in raw.decode("utf-8", "replace").splitlines():
-        try:
-            item = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(item, dict):
-            events.append(item)
-    return events
+    return parse_events(read_untrusted(workdir / "events.jsonl", MAX_EVENTS_BYTES, truncate=True))
 
 
 def _error_text(
-    outcome: Outcome, result: SandboxResult, runtime_result: dict | None, infra: str | None
+    outcome: Outcome,
+    result: SandboxResult,
+    runtime_result: dict | None,
+    infra: str | None,
+    host: str | None = None,
 ) -> str | None:
+    """The rollout's error; ``host`` is what the host found after the sandbox ended (scoring
+    stopped at its limit, the record bound hit, a malformed result.json)."""
     if outcome == Outcome.INFRA_ERROR:
-        return infra or (runtime_result or {}).get("error") or "infrastructure failure"
-    if outcome == Outcome.TIMEOUT:
+        return infra or "infrastructure failure"
+    if outcome == Outcome.TIMEOUT and result.timed_out:
         return f"killed after the wall-clock limit ({result.wall_s:.1f}s)"
+    if host is not None:
+        return host
+    if outcome == Outcome.HARNESS_ERROR and (runtime_result or {}).get("status") == "infra_error":
+        said = (runtime_result or {}).get("error") or "no detail"
+        return f"the runtime reported an infrastructure failure the host did not observe: {said}"
     if outcome == Outcome.HARNESS_ERROR:
         if runtime_result and runtime_result.get("error"):
             return str(runtime_result["error"])

@@ -14,6 +14,8 @@ import shutil
 import stat
 from pathlib import Path
 
+from ..bounds import TAIL_BYTES
+
 MAX_FILE_BYTES = 256 * 1024 * 1024
 SANDBOX_UID = 65534
 
@@ -53,7 +55,7 @@ def open_regular(path: Path) -> int | None:
     return None
 
 
-def read_tail(path: Path, limit: int = 4000) -> str:
+def read_tail(path: Path, limit: int = TAIL_BYTES) -> str:
     """The last ``limit`` bytes of a regular file the sandbox could write, as text."""
     fd = open_regular(path)
     if fd is None:

@@ -44,6 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..bounds import TAIL_BYTES  # what the host keeps of each of stdout and stderr
 from ..constants import RT_ENV_ENV_PATH, RT_ENV_HARNESS, RT_ENV_TASK
 from ..errors import HarnessctlError
 from ..trees import copy_tree
@@ -54,7 +55,6 @@ BOOT = "import sys; sys.path.insert(0, {path!r}); from harnessctl_runtime.boot i
 _log = logging.getLogger(__name__)
 ALLOW_ENV = "HARNESSCTL_ALLOW_UNISOLATED"
 BWRAP_ENV = "HARNESSCTL_BWRAP"
-TAIL_BYTES = 4000  # what the host keeps of each of stdout and stderr
 TMPFS_BYTES = 64 * 1024 * 1024  # the private /tmp (and /dev/shm) of one rollout
 EXIT_GRACE_S = 0.5  # reading on after the runtime exited (output still in the pipe)
 

@@ -3,7 +3,12 @@
 INSERT / UPDATE / DELETE records: the final table is hashed (``sqlcompat.table_hash``, the
 official checker's checksum over the record's columns) and compared with ``answer_md5``,
 whatever the agent answered. The database file must be a regular file (not missing, not a
-symlink); it is opened read-only and is never trusted to hold anything but data.
+symlink); it is opened read-only and is never trusted to hold anything but data. The hash
+runs in a worker process (``hash_worker``) under the limits of ``harnessctl.bounds``: a
+wall clock (``SCORE_TIMEOUT_S``, then the worker is killed and ``ScoringLimit`` raised: the
+rollout ends ``timeout``), an address space (``SCORE_MEMORY_BYTES``) and the largest value
+one SQLite step may build (``SCORE_MAX_VALUE_BYTES``); a worker that fails or dies within
+them scores the table wrong, the reason in the score's detail.
 
 Query records: the final answer (the text after ``Final Answer:`` in the text protocol, the
 ``answers`` array of ``commit_final_answer`` as JSON in the function-calling one) must parse
@@ -17,19 +22,23 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import os
 import re
-import sqlite3
+import signal
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+from harnessctl import bounds
 from harnessctl.envs import Score
 
 from .database import column_names
 from .records import gold_hash, is_mutation
 from .rules import DEFAULT_RULES, Rules, get_rules
-from .sandbox.hxenv_dbbench import sqlcompat
 
 MAX_ANSWER_CHARS = 100_000  # parsing is bounded: literal_eval on megabytes is a DoS vector
 _JSON_SCALARS = (str, int, float, bool, type(None))
@@ -91,20 +100,61 @@ def score_mutation(
     problem = "no database file" if db_path is None else _regular_file_problem(db_path)
     if problem is not None or db_path is None:
         return Score(False, detail={**detail, "actual_hash": None, "error": problem})
-    try:
-        conn = sqlcompat.connect(str(db_path), read_only=True)
-    except sqlite3.Error as exc:
-        return Score(False, detail={**detail, "actual_hash": None, "error": str(exc)})
-    try:
-        kind = conn.execute("SELECT type FROM sqlite_master WHERE name = ?", (table,)).fetchone()
-        if kind is None or kind[0] != "table":
-            raise sqlite3.OperationalError(f"no such table: {table}")
-        actual = sqlcompat.table_hash(conn, table, column_names(record))
-    except (sqlite3.Error, sqlite3.Warning) as exc:
-        return Score(False, detail={**detail, "actual_hash": None, "error": str(exc)})
-    finally:
-        conn.close()
+    started = time.monotonic()
+    actual, error = table_hash_limited(db_path, table, column_names(record))
+    detail["scoring_s"] = round(time.monotonic() - started, 3)
+    if error is not None:
+        return Score(False, detail={**detail, "actual_hash": None, "error": error})
     return Score(actual == expected, detail={**detail, "actual_hash": actual})
+
+
+WORKER = Path(__file__).with_name("hash_worker.py")
+PACKAGE_DIR = Path(__file__).with_name("sandbox")
+
+
+def table_hash_limited(
+    db_path: Path, table: str, columns: list[str]
+) -> tuple[str | None, str | None]:
+    """``sqlcompat.table_hash`` of ``table`` in ``db_path``, run in a worker process under
+    the scoring limits of ``harnessctl.bounds`` (read when called): (hash, None) or (None,
+    why it failed). Raises ``ScoringLimit`` when the wall clock ran out (the worker killed)."""
+    limit_s = bounds.SCORE_TIMEOUT_S
+    request = {
+        "package_dir": str(PACKAGE_DIR),
+        "db": str(db_path),
+        "table": table,
+        "columns": columns,
+        "memory": bounds.SCORE_MEMORY_BYTES,
+        "cpu_s": math.ceil(limit_s) + 1,  # the wall clock comes first; this is a backstop
+        "max_length": bounds.SCORE_MAX_VALUE_BYTES,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", str(WORKER)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # killed with everything it started
+    )
+    try:
+        out, err = proc.communicate(json.dumps(request).encode(), timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise bounds.ScoringLimit(
+            f"host scoring stopped at its {limit_s:g} s limit: the final table could not be "
+            "hashed in time (the scoring worker was killed)"
+        ) from None
+    try:
+        answer = json.loads(out)
+        if isinstance(answer, dict) and ("hash" in answer or "error" in answer):
+            return answer.get("hash"), answer.get("error")
+    except ValueError:
+        pass
+    if proc.returncode < 0:  # its CPU (SIGXCPU) or memory limit, or a crash on the file
+        name = signal.Signals(-proc.returncode).name
+        return None, f"the scoring worker died of {name} within its limits"
+    tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+    return None, f"the scoring worker failed (exit {proc.returncode}): {tail[0][:300]}"
 
 
 def _shown(values: list[Any]) -> list[Any]:
