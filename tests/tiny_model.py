@@ -21,8 +21,9 @@ CORPUS = [
 ]
 
 
-def make_tokenizer_dir(path: Path) -> Path:
-    """A Hugging Face tokenizer directory (``AutoTokenizer.from_pretrained(path)`` loads it)."""
+def make_tokenizer_dir(path: Path, corpus: list[str] | None = None, vocab_size: int = 300) -> Path:
+    """A Hugging Face tokenizer directory (``AutoTokenizer.from_pretrained(path)`` loads it),
+    trained on ``corpus`` (default: a few lines)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -31,11 +32,11 @@ def make_tokenizer_dir(path: Path) -> Path:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=300,
+        vocab_size=vocab_size,
         special_tokens=SPECIAL,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tok.train_from_iterator(CORPUS * 4, trainer)
+    tok.train_from_iterator(CORPUS * 4 + list(corpus or []), trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, pad_token="<|pad|>", eos_token="<|end|>", bos_token=None
     )
@@ -44,11 +45,19 @@ def make_tokenizer_dir(path: Path) -> Path:
     return path
 
 
-def make_model_dir(path: Path, *, weights: bool = False, seed: int = 0) -> Path:
+def make_model_dir(
+    path: Path,
+    *,
+    weights: bool = False,
+    seed: int = 0,
+    corpus: list[str] | None = None,
+    vocab_size: int = 300,
+    max_positions: int = 512,
+) -> Path:
     """A tokenizer plus a tiny Qwen2 config (and random weights when ``weights``)."""
     from transformers import AutoTokenizer, Qwen2Config
 
-    make_tokenizer_dir(path)
+    make_tokenizer_dir(path, corpus, vocab_size)
     tok = AutoTokenizer.from_pretrained(str(path))
     config = Qwen2Config(
         vocab_size=len(tok),
@@ -57,7 +66,7 @@ def make_model_dir(path: Path, *, weights: bool = False, seed: int = 0) -> Path:
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=512,
+        max_position_embeddings=max_positions,
         pad_token_id=tok.pad_token_id,
         eos_token_id=tok.eos_token_id,
         bos_token_id=None,
