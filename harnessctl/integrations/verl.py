@@ -1,12 +1,12 @@
-"""verl (0.8, 0.9): rescue all-fail GRPO groups while the rollout servers are awake.
+"""verl (0.9): rescue all-fail GRPO groups while the rollout servers are awake.
 
 Importing this module imports verl; it follows ``verl/experimental/agent_loop/agent_loop.py``,
 ``verl/workers/rollout/llm_server.py``, ``verl/workers/rollout/router.py`` and
-``verl/protocol.py`` of verl 0.9.1 (0.8.0 has the same shape). Two pieces, wired by
+``verl/protocol.py`` of verl 0.9.1, the version its tests run. Two pieces, wired by
 configuration (examples/trainers/verl_agent_loop.py has the whole command)::
 
     trainer.use_v1=False                  # verl's DataProto trainer (see below)
-    actor_rollout_ref.rollout.agent.agent_loop_manager_class=harnessctl.integrations.verl.RescueAgentLoopManager
+    +actor_rollout_ref.rollout.agent.agent_loop_manager_class=harnessctl.integrations.verl.RescueAgentLoopManager
     actor_rollout_ref.rollout.agent.agent_loop_config_path=rescue.yaml   # registers the loop below
     # environment: HARNESSCTL_POOL=pools/dbbench-pool (the frozen pool, verified on load)
 
