@@ -331,3 +331,21 @@ def test_verls_transfer_queue_trainer_is_refused_with_the_setting_to_change(mode
     config = verl_config(model_dir, tmp_path, "trainer.use_v1=True")
     with pytest.raises(RuntimeError, match=r"trainer\.use_v1=False"):
         RescueAgentLoopManager.create(config=config, llm_client=llm_client(config))
+
+
+def test_the_endpoint_setting_overrides_the_replicas_and_none_at_all_is_an_error(
+    small_pool, model_dir, tmp_path, monkeypatch
+):
+    ws, pool, _ = small_pool
+    with OpenAIStub(default=seeded_reply(ANSWER)) as stub:
+        config = verl_config(model_dir, tmp_path)
+        manager = build(config, llm_client(config, "127.0.0.1:9"), monkeypatch, pool)
+        monkeypatch.setenv("HARNESSCTL_RESCUE_ENDPOINT", stub.url)  # e.g. a router in front
+        manager.generate_sequences(batch(dbbench_record(ws)))
+        assert stub.chat_requests
+    assert manager.last_rescue["replaced"] == ["A"]
+    assert {m["endpoint"] for m in manager.last_rescue["rows"].values()} == {stub.url}
+    monkeypatch.delenv("HARNESSCTL_RESCUE_ENDPOINT")
+    empty = build(config, llm_client(config), monkeypatch, pool)
+    with pytest.raises(RuntimeError, match="HARNESSCTL_RESCUE_ENDPOINT"):
+        empty.generate_sequences(batch(dbbench_record(ws)))
