@@ -360,3 +360,80 @@ def test_trl_reward_function_answers_grpo_trainers_call(evolved, exported):
     assert len(extra["harness_verdict"]) == len(output)
     assert extra["harness_verdict"][1].startswith("rejected: does_not_apply")
     assert 0.0 <= metrics["harness_engineer_reward/valid_fraction"] <= 1.0
+
+
+def test_one_real_grpo_trainer_step_on_the_exported_records_calls_the_reward(
+    exported, evolved, tmp_path
+):
+    """TRL's own GRPOTrainer (trl 1.16.0) takes one step on CPU over the exported GRPO
+    records (loaded as the export's docs say), with a tiny randomly initialised model and a
+    tokenizer trained here on those records' prompts: nothing comes from a model hub. The
+    reward is make_trl_reward's: TRL calls it once per generation batch with each row's
+    recipe, and every completion gets the score its recipe realises (the random model's
+    text is no patch: the recipe's invalid_reward), which is what TRL logs as the reward."""
+    try:
+        import datasets
+        from trl import GRPOConfig, GRPOTrainer
+    except ImportError as exc:
+        from tests.ci import unavailable
+
+        unavailable("TRL's GRPOTrainer", f"trl does not import here: {exc}")
+    from tests.tiny_model import make_model_dir
+
+    data = datasets.load_dataset(str(exported[0.0]), "grpo", split="train")
+    rows = list(data)
+    corpus = [m["content"] for row in rows for m in row["prompt"]]
+    model_dir = make_model_dir(
+        tmp_path / "model", weights=True, corpus=corpus, vocab_size=2000, max_positions=32768
+    )
+    calls = []
+    reward_func = make_trl_reward(workspace=evolved.ws, max_workers=2)
+
+    def recorded(**kwargs):
+        out = reward_func(**kwargs)
+        calls.append((kwargs, out))
+        return out
+
+    recorded.__name__ = reward_func.__name__
+    config = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=8,
+        max_steps=1,
+        learning_rate=1e-3,
+        use_cpu=True,
+        bf16=False,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        seed=0,
+    )
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(str(model_dir)),
+        processing_class=AutoTokenizer.from_pretrained(str(model_dir)),
+        reward_funcs=[recorded],
+        args=config,
+        train_dataset=data,
+    )
+    try:
+        trainer.train()
+    finally:
+        reward_func.close()
+    assert trainer.state.global_step == 1
+    assert len(calls) == 1
+    kwargs, out = calls[0]
+    assert len(kwargs["completions"]) == len(out) == 2
+    by_recipe = {json.dumps(row["reward"], sort_keys=True): row for row in rows}
+    for recipe, completion, value in zip(kwargs["reward"], kwargs["completions"], out, strict=True):
+        row = by_recipe[json.dumps(recipe, sort_keys=True)]  # one of the exported records
+        assert completion[0]["role"] == "assistant"
+        assert value == score_patch(recipe, completion, workspace=evolved.ws)
+        assert value == row["reward"]["invalid_reward"]  # random text is not a patch
+    logged = [h for h in trainer.state.log_history if "reward" in h]
+    assert logged and logged[0]["reward"] == pytest.approx(sum(out) / len(out))
+    # both completions scored alike: a group without signal, which GRPO's loss says (0)
+    assert logged[0]["frac_reward_zero_std"] == 1.0 and logged[0]["loss"] == 0.0
+    assert logged[0]["harness_engineer_reward/valid_fraction"] == 0.0

@@ -1,8 +1,12 @@
 """ART contract test for ``harnessctl.integrations.art`` (a real pool, a vLLM-shaped stub).
 
-Each test runs twice: against ART's own classes (``openpipe-art`` 0.5.18, when importable:
-it is no dependency of harnessctl because it pins ``litellm<=1.82``; install it in an
-environment of its own to run that half) and against stand-ins that follow its files:
+Each test runs twice: against ART's own classes (``openpipe-art`` 0.5.18) and against
+stand-ins that follow its files. ART is no dependency of harnessctl because it pins
+``litellm<=1.82``: .ci/run installs it in a virtual environment of its own (with CPU torch and
+transformers, which its tokenizer imports) and runs this file there with
+``HARNESSCTL_TEST_ART=1``, where the ART half must run (it fails, not skips, when ART does
+not import); elsewhere that half is skipped. There, ART's own tokenizer
+(``art/preprocessing/tokenize.py``) also runs on a rescued group. The stand-ins follow:
 
 - ``art/trajectories.py``: ``Trajectory`` (``messages_and_choices``, ``tools``,
   ``additional_histories``, ``reward``, ``metrics``, ``metadata`` of scalars, ``logs``),
@@ -15,6 +19,7 @@ environment of its own to run that half) and against stand-ins that follow its f
 """
 
 import asyncio
+import os
 from typing import Any
 
 import pytest
@@ -28,6 +33,8 @@ from tests.openai_stub import OpenAIStub
 from tests.pool_helpers import dbbench_record, dbbench_turns, vllm_reply
 
 Scalar = float | int | str | bool | None
+#: read at import: the autouse isolation fixture clears HARNESSCTL_* variables
+ART_HALF = bool(os.environ.get("HARNESSCTL_TEST_ART"))
 
 
 class History(BaseModel):
@@ -87,9 +94,12 @@ async def gather_trajectory_groups(groups, *, after_each=None):
 
 
 def real_art():
-    art = pytest.importorskip(
-        "art", reason="openpipe-art (0.5.18) is not installed: it pins litellm<=1.82"
-    )
+    if not ART_HALF:
+        pytest.skip("ART's half runs in ART's own environment (HARNESSCTL_TEST_ART=1, .ci/run)")
+    try:
+        import art
+    except ImportError as exc:
+        pytest.fail(f"HARNESSCTL_TEST_ART is set but openpipe-art does not import: {exc}")
     return art.Trajectory, art.TrajectoryGroup, art.gather_trajectory_groups
 
 
@@ -184,3 +194,51 @@ def test_a_rewritten_context_becomes_an_additional_history(art):
     assert context == first.messages and token_ids(choice) == [1, 2]
     assert trajectory.metadata["harnessctl_rollout_id"] == "r"
     assert trajectory.metadata["harnessctl_pool"] == "p"
+
+
+def test_arts_own_tokenizer_trains_on_exactly_the_rescued_rollouts_tokens(pool_dir, tmp_path):
+    """ART's tokenize_trajectory_groups on a rescued group: the tokens it trains on
+    (assistant mask 1) are, turn by turn, the server's ids of that trajectory's one sibling
+    rollout, with its logprobs; ART's advantage comes from the rollouts' rewards."""
+    trajectory_cls, group_cls, gather = real_art()
+    from art.preprocessing.tokenize import tokenize_trajectory_groups
+    from transformers import AutoTokenizer
+
+    from tests.tiny_model import make_tokenizer_dir
+
+    ws, out = pool_dir
+    task = dbbench_record(ws, 4)
+    failed = trajectory_cls(messages_and_choices=[{"role": "user", "content": "q"}], reward=0.0)
+
+    async def ready():
+        return group_cls([failed, failed.model_copy()], metadata={"task": "solvable"})
+
+    with OpenAIStub(vllm_reply(dbbench_turns, offset=seeded)) as stub, Pool.load(out) as pool:
+        policy = EndpointPolicy(stub.url, "Qwen/Qwen2.5-7B-Instruct", tokens=True)
+        hook = rescue_after_each(pool, policy, task_of=lambda g: task)
+        (group,) = asyncio.run(gather([ready()], after_each=hook))
+    assert hook.rescued == 1
+    rollouts = {o.rollout_id: o for r in hook.results for o in r.attempted}
+    tokenizer = AutoTokenizer.from_pretrained(str(make_tokenizer_dir(tmp_path / "tok")))
+    results = list(
+        tokenize_trajectory_groups(
+            tokenizer,
+            [group],
+            allow_training_without_logprobs=False,
+            scale_rewards=False,
+            shuffle_group_trajectories=False,
+            drop_zero_advantage_trajectories=False,
+        )
+    )
+    assert len(results) == len(group.trajectories) == 2
+    for result in results:
+        rollout = rollouts[result.trajectory.metadata["harnessctl_rollout_id"]]
+        assert result.advantage == rollout.reward - sum(t.reward for t in group.trajectories) / 2
+        trained = [t for t, m in zip(result.token_ids, result.assistant_mask, strict=True) if m]
+        expected = [i for call in rollout.calls for i in call.completion_ids]
+        assert trained == expected and trained[0] >= 10_000 * rollout.seed
+        logprobs = [p for p, m in zip(result.logprobs, result.assistant_mask, strict=True) if m]
+        assert logprobs == [p for call in rollout.calls for p in call.logprobs]
+        turns = [i for i, m in enumerate(result.assistant_mask) if m]
+        assert len(result.choice_offsets) == len(rollout.calls) == 2
+        assert result.choice_offsets[0] == turns[0]

@@ -1,8 +1,12 @@
 """SkyRL contract test for ``harnessctl.integrations.skyrl`` (a real pool, a vLLM-shaped stub).
 
-SkyRL does not install here (``skyrl`` 0.4.0 and ``skyrl-train`` 0.3.1 require Python 3.12,
-and ``skyrl-train`` flash-attn), so its types and checks are stood in for, following
-NovaSky-AI/SkyRL at a9564572 (``skyrl`` 0.4.0):
+SkyRL does not install here: ``skyrl`` 0.4.0 requires Python >= 3.12 and ``skyrl-train``
+0.3.1 Python 3.12 exactly (``pip install skyrl==0.4.0``: "Ignored the following versions that
+require a different python version: 0.4.0 Requires-Python <3.15,>=3.12"), and this machine has
+Python 3.11 only; its wheel forced onto 3.11 fails on import of
+``skyrl.train.utils.trainer_utils`` ("pydantic.errors.PydanticUserError: Please use
+``typing_extensions.TypedDict`` instead of ``typing.TypedDict`` on Python < 3.12"). So its
+types and checks are stood in for, following NovaSky-AI/SkyRL at a9564572 (``skyrl`` 0.4.0):
 
 - ``skyrl/train/generators/base.py``: ``TrajectoryID`` (a plain dataclass, so unhashable),
   ``BatchMetadata``, ``GeneratorInput`` and ``GeneratorOutput`` (TypedDicts: dicts here);
@@ -10,7 +14,10 @@ NovaSky-AI/SkyRL at a9564572 (``skyrl`` 0.4.0):
   times, contiguously, ``TrajectoryID(instance_id=uid, repetition_id=j)``);
 - ``skyrl/train/utils/trainer_utils.py``: ``validate_generator_output`` (ported below: the
   rules the trainer applies to every generator output);
-- ``skyrl/train/trainer.py``: ``generate`` is awaited, then the output validated.
+- ``skyrl/train/trainer.py``: ``generate`` is awaited, then the output validated;
+- ``skyrl/train/config/config.py``: ``GeneratorConfig``'s ``max_input_length``,
+  ``zero_reward_on_non_stop``, ``apply_overlong_filtering``, which
+  ``skyrl/train/generators/skyrl_gym_generator.py`` applies to its rows.
 
 The legacy ``skyrl-train`` 0.3.1 (``skyrl_train/generators/base.py``) has the same types with
 fewer output fields.
@@ -43,6 +50,16 @@ ROW_FIELDS = (
 class TrajectoryID:
     instance_id: str
     repetition_id: int
+
+
+@dataclass
+class GeneratorConfig:
+    """The three fields of skyrl's ``GeneratorConfig`` the rescue reads (their defaults, but
+    ``max_input_length``, which SkyRL fills from ``trainer.max_prompt_length``)."""
+
+    max_input_length: int = 8192
+    zero_reward_on_non_stop: bool = False
+    apply_overlong_filtering: bool = False
 
 
 @dataclass
@@ -98,8 +115,9 @@ class BaseGenerator:
     """Stands in for SkyRLGymGenerator: the base harness's rows, with the rewards given per
     instance, as SkyRL's default chat path returns them (per token unless ``scalar``)."""
 
-    def __init__(self, engines, rewards, *, scalar=False, logprobs=True):
+    def __init__(self, engines, rewards, *, scalar=False, logprobs=True, cfg=None):
         self.inference_engine_client = engines
+        self.generator_cfg = cfg or GeneratorConfig()
         self.rewards, self.scalar, self.logprobs = rewards, scalar, logprobs
         self.seen = []
 
@@ -250,3 +268,67 @@ def _with(generate, **fields):
         return {**(await generate(batch, **kw)), **fields}
 
     return patched
+
+
+def test_a_rollout_whose_call_exceeds_max_input_length_keeps_its_group(pool_dir):
+    """SkyRL's loop stops before a turn whose input is longer than max_input_length: a
+    rescue rollout that made such a call is not a row SkyRL could have produced."""
+    ws, out = pool_dir
+    records = [("solvable", dbbench_record(ws, 4))]
+    with OpenAIStub(vllm_reply(dbbench_turns)) as stub, Pool.load(out) as pool:
+        probe = BaseGenerator(Engines(stub.url), {"solvable": [0.0, 0.0]})
+        generator = RescuingGenerator(probe, pool, model=MODEL)
+        run(generator, prepare_generator_input(records, 2))
+        rescue = generator.last_rescue.results["solvable"]
+        assert rescue.replaced  # without a limit, replaced
+        calls = [len(s.prompt_ids) for o in rescue.group for s in o.tokens().samples]
+        first = min(len(o.tokens().prompt_ids) for o in rescue.group)
+        assert max(calls) > first  # a later call's prompt is longer than the first
+        cfg = GeneratorConfig(max_input_length=max(calls) - 1)
+        inner = BaseGenerator(Engines(stub.url), {"solvable": [0.0, 0.0]}, cfg=cfg)
+        output = run(
+            RescuingGenerator(inner, pool, model=MODEL), prepare_generator_input(records, 2)
+        )
+    assert output["response_ids"] == [[11, 12, 13, 14]] * 2  # the base rows, kept
+    metrics = output["rollout_metrics"]
+    assert metrics["harnessctl/rescue_over_max_input_length"] == 1
+    assert metrics["harnessctl/rescue_groups_rescued"] == 0
+    validate_generator_output(2, output)
+
+
+def truncated_when_odd(req):
+    """vLLM's finish_reason "length" on the answering call of rollouts with an odd seed."""
+    answered = any(m.get("role") == "assistant" for m in req["messages"])
+    return {"finish_reason": "length"} if answered and req.get("seed", 0) % 2 else {}
+
+
+def test_zero_reward_on_non_stop_and_overlong_filtering_apply_to_rescued_rows(pool_dir):
+    ws, out = pool_dir
+    records = [("solvable", dbbench_record(ws, 4))]
+    reply = vllm_reply(dbbench_turns, offset=seeded)
+    base_choice = reply.choice_extra
+    reply.choice_extra = lambda req: {**base_choice(req), **truncated_when_odd(req)}
+    cfg = GeneratorConfig(zero_reward_on_non_stop=True, apply_overlong_filtering=True)
+    with OpenAIStub(reply) as stub, Pool.load(out) as pool:
+        inner = BaseGenerator(Engines(stub.url), {"solvable": [0.0, 0.0]}, cfg=cfg)
+        generator = RescuingGenerator(inner, pool, model=MODEL)
+        output = run(generator, prepare_generator_input(records, 2))
+        plain = BaseGenerator(Engines(stub.url), {"solvable": [0.0, 0.0]})
+        unruled = run(
+            RescuingGenerator(plain, pool, model=MODEL), prepare_generator_input(records, 2)
+        )
+    validate_generator_output(2, output)
+    fresh = generator.last_rescue.results["solvable"].group
+    assert [o.seed for o in fresh] == [0, 1] and all(o.reward == 1.0 for o in fresh)
+    assert [o.finish_reason for o in fresh] == ["stop", "length"]
+    seq0, seq1 = (o.tokens() for o in fresh)
+    # row 0 stopped: its rollout's reward and mask; row 1 was cut: no reward, no loss
+    assert output["rewards"][0] == [0.0] * (len(seq0.response_ids) - 1) + [1.0]
+    assert output["loss_masks"][0] == seq0.response_mask
+    assert output["rewards"][1] == [0.0] * len(seq1.response_ids)
+    assert output["loss_masks"][1] == [0] * len(seq1.response_ids)
+    assert output["response_ids"][1] == seq1.response_ids  # still that rollout's tokens
+    assert output["rollout_logprobs"][1] == seq1.logprobs
+    assert output["stop_reasons"] == ["stop", "length"]
+    # the same rollouts without the rules: row 1 keeps its reward and mask
+    assert unruled["rewards"][1][-1] == 1.0 and unruled["loss_masks"][1] == seq1.response_mask

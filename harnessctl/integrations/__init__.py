@@ -2,11 +2,13 @@
 lets a group of rollouts be replaced while its inference servers are still awake.
 
 - ``harnessctl.integrations.verl``: an agent-loop manager and a registered agent loop for
-  verl (imports verl: its classes subclass verl's).
+  verl 0.9 (imports verl: its classes subclass verl's).
 - ``harnessctl.integrations.skyrl``: ``RescuingGenerator``, a SkyRL generator wrapping the
   trainer's own, installed through ``BasePPOExp.get_generator`` (imports nothing of SkyRL).
 - ``harnessctl.integrations.art``: ``rescue_after_each``, an ``after_each`` hook for ART's
   ``gather_trajectory_groups`` (imports nothing of ART).
+- ``harnessctl.integrations.agentlightning``: ``HarnessAgent``, a pool harness as an Agent
+  Lightning ``LitAgent`` (imports Agent Lightning; no rescue of all-fail groups).
 
 Each module's docstring names the framework version and files it follows. Importing this
 package imports none of them.

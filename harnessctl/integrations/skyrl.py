@@ -28,6 +28,15 @@ A rescued group is kept as it was when one of its fresh rollouts cannot be one r
 harness rewrote its context, so its calls are several sequences (counted
 ``harnessctl/rescue_not_append_only``), or the server returned no token ids or logprobs
 (``harnessctl/rescue_no_tokens``, and a warning: serve with vLLM, which returns them).
+Rescued rows obey the generator's own rules (``generator_cfg`` of the wrapped
+``SkyRLGymGenerator``, as ``skyrl_gym_generator.py`` applies them to its rows): a fresh
+rollout one of whose calls had a prompt longer than ``max_input_length`` is one SkyRL would
+have stopped before that call, so it cannot be a row (counted
+``harnessctl/rescue_over_max_input_length``, group kept); ``zero_reward_on_non_stop`` sets
+the reward of a row whose stop reason is not ``stop`` to 0 and ``apply_overlong_filtering``
+zeroes its loss mask (``generators/utils.py``: ``apply_overlong_filtering``); a group left
+with no positive reward after those rules is kept (``harnessctl/rescue_no_reward_after_rules``).
+
 A batch is left alone when it is an eval batch, a step-wise batch (rows are turns, not
 trajectories) or carries per-row fields a pool rollout cannot fill (MoE routing, images, a
 key this module does not know): counted ``harnessctl/rescue_skipped_step_wise`` and
@@ -39,6 +48,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import HarnessctlError
@@ -90,6 +100,9 @@ class RescuingGenerator:
     "reward"}``; by default ``env_extras["harnessctl_task"]``. ``params`` are the rescue's
     sampling parameters (default: the batch's temperature, top_p and max_tokens). Step ``s``
     (``batch_metadata.global_step``) seeds its groups from ``seed + 1_000_000 * s``.
+    ``generator_cfg`` is SkyRL's generator config whose ``max_input_length``,
+    ``zero_reward_on_non_stop`` and ``apply_overlong_filtering`` the rescued rows obey; by
+    default ``inner.generator_cfg``.
     """
 
     def __init__(
@@ -105,8 +118,12 @@ class RescuingGenerator:
         k: int = 2,
         max_concurrency: int = 4,
         seed: int = 0,
+        generator_cfg: Any = None,
     ) -> None:
         self.inner = inner
+        self.rules = Rules.of(
+            generator_cfg if generator_cfg is not None else getattr(inner, "generator_cfg", None)
+        )
         self.pool = pool
         self.model = model
         self.endpoint = endpoint
@@ -156,7 +173,7 @@ class RescuingGenerator:
             max_concurrency=self.max_concurrency,
         )
         self.last_rescue = rescue
-        counts.update(_splice(output, input_batch, rescue))
+        counts.update(_splice(output, input_batch, rescue, self.rules))
         counts["rescue_seconds"] = round(time.monotonic() - started, 3)
         return _with_metrics(output, counts)
 
@@ -203,13 +220,41 @@ class RescuingGenerator:
         return client.get_endpoint_url().rstrip("/") + "/v1"
 
 
+@dataclass(frozen=True)
+class Rules:
+    """The rules of SkyRL's generator config that its rows obey (see the module doc)."""
+
+    max_input_length: int | None = None
+    zero_reward_on_non_stop: bool = False
+    apply_overlong_filtering: bool = False
+
+    @classmethod
+    def of(cls, cfg: Any) -> Rules:
+        """Read from SkyRL's ``GeneratorConfig`` (a dataclass, an OmegaConf config or a dict)."""
+        if cfg is None:
+            return cls()
+
+        def get(name: str, default: Any) -> Any:
+            value = cfg.get(name, default) if hasattr(cfg, "get") else getattr(cfg, name, default)
+            return default if value is None else value
+
+        limit = get("max_input_length", None)
+        return cls(
+            max_input_length=int(limit) if limit is not None else None,
+            zero_reward_on_non_stop=bool(get("zero_reward_on_non_stop", False)),
+            apply_overlong_filtering=bool(get("apply_overlong_filtering", False)),
+        )
+
+
 def _total(reward: Any) -> float:
     return float(sum(reward)) if isinstance(reward, list) else float(reward)
 
 
-def _splice(output: dict, input_batch: dict, rescue: BatchRescue) -> dict[str, Any]:
+def _splice(output: dict, input_batch: dict, rescue: BatchRescue, rules: Rules) -> dict[str, Any]:
     """Put each rescued group's rows into ``output`` in place (module doc); the counts."""
     counts = {
+        "rescue_over_max_input_length": 0,
+        "rescue_no_reward_after_rules": 0,
         "rescue_groups_all_fail": len(rescue.tried_uids),
         "rescue_groups_rescued": 0,
         "rescue_rows_replaced": 0,
@@ -222,7 +267,7 @@ def _splice(output: dict, input_batch: dict, rescue: BatchRescue) -> dict[str, A
     ids = input_batch["trajectory_ids"]
     for uid in rescue.rescued_uids:
         where = [i for i, tid in enumerate(ids) if tid.instance_id == uid]
-        built = [_row(out, per_token, with_logprobs) for out in rescue.results[uid].group]
+        built = [_row(out, per_token, with_logprobs, rules) for out in rescue.results[uid].group]
         failed = [b for b in built if isinstance(b, str)]
         rows = [b for b in built if isinstance(b, dict)]
         if failed:
@@ -232,6 +277,9 @@ def _splice(output: dict, input_batch: dict, rescue: BatchRescue) -> dict[str, A
                     "group %r rescued but kept: a fresh rollout has no token ids or logprobs "
                     "(the server must return them, as vLLM does)", uid
                 )  # fmt: skip
+            continue
+        if not any(_total(row["rewards"]) > 0 for row in rows):
+            counts["rescue_no_reward_after_rules"] += 1
             continue
         for i, row in zip(where, rows, strict=True):
             for key, value in row.items():
@@ -245,8 +293,10 @@ def _splice(output: dict, input_batch: dict, rescue: BatchRescue) -> dict[str, A
     return counts
 
 
-def _row(out: RolloutOutput, per_token: bool, with_logprobs: bool) -> dict[str, Any] | str:
-    """One GeneratorOutput row from one rollout, or why it cannot be one."""
+def _row(
+    out: RolloutOutput, per_token: bool, with_logprobs: bool, rules: Rules
+) -> dict[str, Any] | str:
+    """One GeneratorOutput row from one rollout, under SkyRL's rules, or why it cannot be one."""
     try:
         seq = out.tokens()
     except NoTokenIds:
@@ -255,16 +305,26 @@ def _row(out: RolloutOutput, per_token: bool, with_logprobs: bool) -> dict[str, 
         return "not_append_only"
     if not seq.response_ids or (with_logprobs and seq.logprobs is None):
         return "no_tokens"
+    longest = max(len(sample.prompt_ids) for sample in seq.samples)
+    if rules.max_input_length is not None and longest > rules.max_input_length:
+        return "over_max_input_length"
     n = len(seq.response_ids)
+    stop = out.finish_reason or "stop"
+    reward = float(out.reward)
+    if rules.zero_reward_on_non_stop and stop != "stop":
+        reward = 0.0
+    mask = list(seq.response_mask)
+    if rules.apply_overlong_filtering and stop != "stop":
+        mask = [0] * n
     llm = sum(c.latency_s for c in out.calls)
     env = sum(s.latency_s for s in out.trajectory.steps) if out.trajectory else 0.0
     return {
         "prompt_token_ids": list(seq.prompt_ids),
         "response_ids": list(seq.response_ids),
-        "loss_masks": list(seq.response_mask),
-        "rewards": [0.0] * (n - 1) + [float(out.reward)] if per_token else float(out.reward),
+        "loss_masks": mask,
+        "rewards": [0.0] * (n - 1) + [reward] if per_token else reward,
         "rollout_logprobs": list(seq.logprobs or []),
-        "stop_reasons": out.finish_reason or "stop",
+        "stop_reasons": stop,
         "trajectory_generation_times": llm + env,
         "trajectory_time_splits": {"llm": llm, "env": env},
         "env_metrics": {},

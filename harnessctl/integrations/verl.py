@@ -1,10 +1,12 @@
-"""verl (0.8, 0.9): rescue all-fail GRPO groups while the rollout servers are awake.
+"""verl (0.9): rescue all-fail GRPO groups while the rollout servers are awake.
 
-Importing this module imports verl; it follows ``verl/experimental/agent_loop/agent_loop.py``
-and ``verl/protocol.py`` of verl 0.9.1 (0.8.0 has the same shape). Two pieces, wired by
-configuration::
+Importing this module imports verl; it follows ``verl/experimental/agent_loop/agent_loop.py``,
+``verl/workers/rollout/llm_server.py``, ``verl/workers/rollout/router.py`` and
+``verl/protocol.py`` of verl 0.9.1, the version its tests run. Two pieces, wired by
+configuration (examples/trainers/verl_agent_loop.py has the whole command)::
 
-    actor_rollout_ref.rollout.agent.agent_loop_manager_class=harnessctl.integrations.verl.RescueAgentLoopManager
+    trainer.use_v1=False                  # verl's DataProto trainer (see below)
+    +actor_rollout_ref.rollout.agent.agent_loop_manager_class=harnessctl.integrations.verl.RescueAgentLoopManager
     actor_rollout_ref.rollout.agent.agent_loop_config_path=rescue.yaml   # registers the loop below
     # environment: HARNESSCTL_POOL=pools/dbbench-pool (the frozen pool, verified on load)
 
@@ -15,13 +17,27 @@ configuration::
   pool's Top-k siblings, and sends those rows back to its agent-loop workers with
   ``agent_name = "harnessctl_rescue"``. A group is replaced, row for row in place, only when
   at least one fresh rollout succeeded and every one gave a usable token sequence.
+  ``generate_sequences`` is wrapped in verl's ``auto_await``, as verl's own is: the trainer
+  calls it without ``await``. verl 0.9's default trainer (``trainer.use_v1=True``) is the
+  TransferQueue trainer, which hands the manager a ``TensorDict`` and reads the samples from
+  the queue; this manager does not feed the queue, so it refuses that trainer when it is
+  built and asks for ``trainer.use_v1=False``.
 - :class:`HarnessRescueAgentLoop` (``harnessctl_rescue``) plays one such row: one rollout of
-  the row's task under the sibling and seed the manager chose, against the replica's
+  the row's task under the sibling and seed the manager chose, against a replica's
   OpenAI-compatible endpoint with token capture, and returns verl's ``AgentLoopOutput``
   built from that one rollout: its prompt ids, response ids and mask (1 on the policy's
-  tokens, 0 on what the harness added), its logprobs, its reward. verl then pads, scores
-  and batches it like any other row, so every tensor of a replaced row comes from the same
-  sibling rollout.
+  tokens, 0 on what the harness added), its logprobs, its reward. verl then pads and batches
+  it like any other row, so every tensor of a replaced row comes from the same sibling
+  rollout. A rollout that cannot be such a row (no token ids, a rewritten context, no
+  logprobs while the trainer asks for them, a first prompt longer than
+  ``rollout.prompt_length``) comes back as a placeholder row shaped like a real one and
+  marked unusable, and its group is kept as it was.
+
+The replicas' HTTP servers bind a free port when they start, so the endpoints are found at
+run time: the addresses the trainer's load balancer holds (the ``LLMServerManager``'s
+``server_addresses``), asked of it through the manager's ``llm_client``; the rescue rows are
+spread over them. ``HARNESSCTL_RESCUE_ENDPOINT`` (comma-separated base URLs) overrides that,
+for a router or proxy in front of the replicas.
 
 The row's task is its ``extra_info["harnessctl_task"]`` (a raw task record of the pool's
 environment) unless ``task_key`` names another ``extra_info`` key.
@@ -44,15 +60,21 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 from verl.protocol import DataProto
+from verl.utils.ray_utils import auto_await
 
-from ..pool import EndpointPolicy, Pool
+from ..pool import EndpointPolicy, Pool, RolloutOutput
 from ..pool.sampler import RescueResult, plan_group
-from ..pool.tokens import NoTokenIds
+from ..pool.tokens import NoTokenIds, TokenSequence
 
 AGENT_NAME = "harnessctl_rescue"
 SLOT = "harnessctl_rescue"  # the non-tensor column a rescue row carries (JSON)
 ENV_POOL = "HARNESSCTL_POOL"
 ENV_ENDPOINT = "HARNESSCTL_RESCUE_ENDPOINT"
+V1_REFUSED = (
+    "harnessctl's RescueAgentLoopManager works with verl's DataProto trainer only: set "
+    "trainer.use_v1=False (verl 0.9's default, the TransferQueue trainer, reads its samples "
+    "from the queue, which this manager does not feed)"
+)
 
 _pools: dict[str, Pool] = {}
 _pools_lock = threading.Lock()
@@ -76,6 +98,26 @@ def task_of(extra_info: Any, task_key: str = "harnessctl_task") -> Any:
     return info[task_key]
 
 
+def _unusable(output: RolloutOutput, *, prompt_length: int, logprobs: bool) -> str | TokenSequence:
+    """The rollout's token sequence, or why it cannot be one verl row."""
+    try:
+        seq = output.tokens()
+    except NoTokenIds as exc:
+        return str(exc)
+    if not seq.append_only:
+        return seq.reason
+    if logprobs and seq.logprobs is None:
+        return "the server returned no logprobs, and the trainer asks for them (logprobs)"
+    if len(seq.prompt_ids) > prompt_length:
+        # verl's own loops left-truncate a prompt before generating; this one was generated
+        # from the whole prompt, so a truncated copy would not be what the policy saw
+        return (
+            f"its first prompt has {len(seq.prompt_ids)} tokens, more than "
+            f"rollout.prompt_length={prompt_length}"
+        )
+    return seq
+
+
 @register(AGENT_NAME)
 class HarnessRescueAgentLoop(AgentLoopBase):
     """One rescue rollout of one row (see the module doc)."""
@@ -95,29 +137,35 @@ class HarnessRescueAgentLoop(AgentLoopBase):
             pool.harness(slot["harness"]).rollout, task, policy, seed=int(slot["seed"])
         )
         took = time.monotonic() - started
+        logprobs = bool(sampling_params.get("logprobs"))
+        return self.to_output(output, took, logprobs=logprobs, endpoint=slot["endpoint"])
+
+    def to_output(
+        self, output: RolloutOutput, took: float, *, logprobs: bool, endpoint: str = ""
+    ) -> AgentLoopOutput:
+        """verl's row for ``output``: every field from this one rollout, or a placeholder."""
+        prompt_length = int(self.rollout_config.prompt_length)
         limit = int(self.rollout_config.response_length)
-        meta = {
+        meta: dict[str, Any] = {
             "harness": output.harness,
             "rollout_id": output.rollout_id,
             "seed": output.seed,
             "outcome": output.outcome,
+            "endpoint": endpoint,
         }
-        try:
-            seq = output.tokens()
-        except NoTokenIds as exc:
-            seq, meta["unusable"] = None, str(exc)
-        if seq is not None and not seq.append_only:
-            meta["unusable"] = seq.reason
-        if seq is None or not seq.append_only:  # a placeholder the manager never splices
-            first = (
-                output.calls[0].prompt_ids if output.calls and output.calls[0].prompt_ids else [0]
-            )
+        seq = _unusable(output, prompt_length=prompt_length, logprobs=logprobs)
+        metrics = AgentLoopMetrics(generate_sequences=took)
+        if isinstance(seq, str):
+            # a row the manager never splices, shaped like a real one so that verl batches it
+            # with the others (a missing logprobs tensor or an over-long prompt breaks that)
+            meta["unusable"] = seq
             return AgentLoopOutput(
-                prompt_ids=list(first),
-                response_ids=[0],
+                prompt_ids=[self._pad_id()],
+                response_ids=[self._pad_id()],
                 response_mask=[0],
+                response_logprobs=[0.0] if logprobs else None,
                 reward_score=0.0,
-                metrics=AgentLoopMetrics(generate_sequences=took),
+                metrics=metrics,
                 extra_fields={SLOT: json.dumps(meta)},
             )
         meta["truncated"] = len(seq.response_ids) > limit
@@ -128,38 +176,60 @@ class HarnessRescueAgentLoop(AgentLoopBase):
             response_logprobs=seq.logprobs[:limit] if seq.logprobs is not None else None,
             reward_score=float(output.reward),
             num_turns=2 * seq.num_turns,
-            metrics=AgentLoopMetrics(generate_sequences=took),
+            metrics=metrics,
             extra_fields={SLOT: json.dumps(meta)},
         )
+
+    def _pad_id(self) -> int:
+        pad = getattr(self.tokenizer, "pad_token_id", None)
+        return int(pad) if pad is not None else 0
+
+
+def _use_v1(config: Any) -> bool:
+    trainer = config.get("trainer") if hasattr(config, "get") else getattr(config, "trainer", None)
+    if trainer is None:
+        return False
+    value = trainer.get("use_v1") if hasattr(trainer, "get") else getattr(trainer, "use_v1", None)
+    return bool(value)
 
 
 class RescueAgentLoopManager(AgentLoopManager):
     """verl's agent-loop manager plus the Harness-S rescue (see the module doc).
 
     Settings come from the environment, as verl builds the manager itself:
-    ``HARNESSCTL_POOL`` (required), ``HARNESSCTL_RESCUE_ENDPOINT`` (the replicas'
-    OpenAI-compatible base URL; default: the first address the manager's server handles
-    report), ``HARNESSCTL_RESCUE_K`` (Top-k, 2). ``last_rescue`` describes the last step's
-    rescue (tried, replaced, and per replaced row the sibling rollout it came from).
+    ``HARNESSCTL_POOL`` (required), ``HARNESSCTL_RESCUE_K`` (Top-k, 2) and, only to override
+    the replicas found at run time, ``HARNESSCTL_RESCUE_ENDPOINT``. ``last_rescue`` describes
+    the last step's rescue (tried, replaced, and per replaced row the sibling rollout it came
+    from).
     """
 
     rescue_k = 2
     last_rescue: dict[str, Any]
 
-    def rescue_endpoint(self) -> str:
+    def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
+        if _use_v1(config):
+            raise RuntimeError(V1_REFUSED)
+        super().__init__(config, *args, **kwargs)
+        self.last_rescue = {"tried": [], "replaced": [], "rows": {}}
+
+    async def rescue_endpoints(self) -> list[str]:
+        """The replicas' OpenAI-compatible base URLs (see the module doc)."""
         configured = os.environ.get(ENV_ENDPOINT)
         if configured:
-            return configured
-        for attr in ("server_addresses", "addresses"):
-            addresses = getattr(self, attr, None) or getattr(self.llm_client, attr, None)
-            if addresses:
-                return f"http://{addresses[0]}/v1"
-        raise RuntimeError(
-            f"set {ENV_ENDPOINT} to the rollout replicas' OpenAI-compatible base URL "
-            "(http://HOST:PORT/v1): this verl version does not expose their addresses here"
-        )
+            return [url.strip() for url in configured.split(",") if url.strip()]
+        balancer = getattr(self.llm_client, "_load_balancer", None)
+        addresses = await balancer.get_all_servers.remote() if balancer is not None else []
+        if not addresses:
+            raise RuntimeError(
+                "the trainer's load balancer lists no rollout replica: set "
+                f"{ENV_ENDPOINT} to their OpenAI-compatible base URL (http://HOST:PORT/v1)"
+            )
+        return [f"http://{address}/v1" for address in addresses]
 
+    @auto_await
     async def generate_sequences(self, prompts: DataProto) -> DataProto:
+        if not isinstance(prompts, DataProto):
+            raise TypeError(f"{V1_REFUSED} (got a {type(prompts).__name__}, not a DataProto)")
         out = await super().generate_sequences(prompts)
         self.last_rescue = {"tried": [], "replaced": [], "rows": {}}
         if prompts.meta_info.get("validate") or "rm_scores" not in out.batch:
@@ -193,25 +263,26 @@ class RescueAgentLoopManager(AgentLoopManager):
         return self._splice(out, rescued, rows, slots, set(prompts.non_tensor_batch))
 
     async def _rescue_rows(self, prompts: DataProto, rows: list[int], slots: list, pool_path: str):
-        sub = prompts.select_idxs(rows)
         import numpy as np
 
-        endpoint, model = self.rescue_endpoint(), str(self.config.actor_rollout_ref.model.path)
+        sub = prompts.select_idxs(rows)
+        endpoints = await self.rescue_endpoints()
+        model = str(self.config.actor_rollout_ref.model.path)
         column = [
             json.dumps(
                 {
                     "pool": pool_path,
                     "harness": s.harness,
                     "seed": s.seed,
-                    "endpoint": endpoint,
+                    "endpoint": endpoints[j % len(endpoints)],
                     "model": model,
                 }  # fmt: skip
             )
-            for s in slots
+            for j, s in enumerate(slots)
         ]
         sub.non_tensor_batch[SLOT] = np.array(column, dtype=object)
         sub.non_tensor_batch["agent_name"] = np.array([AGENT_NAME] * len(rows), dtype=object)
-        workers = self.agent_loop_workers
+        workers: list[Any] = list(self.agent_loop_workers)  # Ray actor handles
         parts = [list(range(len(rows)))[i :: len(workers)] for i in range(len(workers))]
         parts = [p for p in parts if p]
         done = await asyncio.gather(
