@@ -10,8 +10,9 @@ from typing import NoReturn
 import pytest
 
 
-def unavailable(what: str, reason: str) -> NoReturn:
-    """Skip the current test with ``reason``; under CI, fail: ``what`` must run there."""
+def unavailable(what: str, reason: str, *, module: bool = False) -> NoReturn:
+    """Skip the current test (the whole module with ``module``, called at import) with
+    ``reason``; under CI, fail: ``what`` must run there."""
     if os.environ.get("CI"):
-        pytest.fail(f"CI must run {what}, but {reason}")
-    pytest.skip(reason)
+        pytest.fail(f"CI must run {what}, but {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=module)

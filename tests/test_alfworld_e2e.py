@@ -14,11 +14,11 @@ import os
 import subprocess
 
 import pytest
-from ci import unavailable
-from test_toyenv import _isolate, cli, cli_json
 
 from harnessctl.workspace import init_workspace, load_workspace
+from tests.ci import unavailable
 from tests.conftest import ROOT
+from tests.test_toyenv import _isolate, cli, cli_json
 
 try:
     import alfworld  # noqa: F401  (the `alfworld` extra; .ci/run installs it)

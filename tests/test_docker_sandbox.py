@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-from ci import unavailable
-from test_eval_cli import invoke, rows, task_flags
 
 from harnessctl.errors import HarnessctlError
 from harnessctl.sandbox.docker import DEFAULT_IMAGE, SECCOMP_PROFILE, DockerSandbox, connect
 from harnessctl.sandbox.docker_reaper import live_pid_count, reap_containers
+from tests.ci import unavailable
+from tests.test_eval_cli import invoke, rows, task_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "scripts" / "build-runtime-image.sh"
@@ -142,7 +142,7 @@ def test_missing_image_names_the_build_script(docker_engine, tmp_path):
 
 def test_a_container_killed_mid_run_is_an_infra_error_then_retried(workspace, docker_engine):
     """Kill every container of the run while rollouts sleep: retried on fresh containers."""
-    from test_eval_cli import make_variant
+    from tests.test_eval_cli import make_variant
 
     make_variant(
         workspace,

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from openai_stub import OpenAIStub
 
 import harnessctl.runtime as rt
 from harnessctl.gateway import Budget, Gateway, llm, protocol
 from harnessctl.runtime.client import GatewayClient, ModelReply, ToolCall
 from harnessctl.runtime.loop import EventLog, run_episode
+from tests.openai_stub import OpenAIStub
 
 MODEL = "openai/stub-model"
 LOOKUP = rt.function_tool(

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-from openai_stub import OpenAIStub, Reply
 
 from harnessctl.gateway import Budget, Gateway, llm
 from harnessctl.runtime.client import (
@@ -25,6 +24,7 @@ from harnessctl.runtime.client import (
     ModelRequestError,
     _UnixHTTPConnection,
 )
+from tests.openai_stub import OpenAIStub, Reply
 
 MODEL = "openai/stub-model"
 ASK = [{"role": "user", "content": "how many rows?"}]

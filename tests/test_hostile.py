@@ -22,10 +22,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_docker_sandbox import docker_engine, eval_json  # noqa: F401 (fixture)
-from test_eval_cli import rows, task_flags
 
 from harnessctl.harness import load_harness
+from tests.test_docker_sandbox import docker_engine, eval_json  # noqa: F401 (fixture)
+from tests.test_eval_cli import rows, task_flags
 
 PROBE, FORK, MEMORY, LOOP, BACKGROUND = "dev-000", "dev-004", "dev-020", "dev-030", "dev-045"
 SECRET = "sk-hostile-should-never-leak"

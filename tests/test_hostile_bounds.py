@@ -27,8 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from ci import unavailable
-from test_docker_sandbox import docker_engine  # noqa: F401 (fixture)
 
 from harnessctl import bounds
 from harnessctl.gateway import Budget, Gateway, llm, transport
@@ -40,6 +38,8 @@ from harnessctl.runtime.client import GatewayClient
 from harnessctl.sandbox import Limits
 from harnessctl.store.trajectories import write_trajectory
 from harnessctl.suite import load_suite
+from tests.ci import unavailable
+from tests.test_docker_sandbox import docker_engine  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 DBBENCH = ROOT / "examples" / "dbbench"

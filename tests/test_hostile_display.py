@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-from ci import unavailable
 from typer.testing import CliRunner
 
 from harnessctl.cli import app
@@ -25,6 +24,7 @@ from harnessctl.cli.render import terminal_safe
 from harnessctl.report.html import script_json
 from harnessctl.store import AttemptRow
 from harnessctl.workspace import init_workspace, load_workspace
+from tests.ci import unavailable
 from tests.store_helpers import make_rollout
 
 runner = CliRunner()

@@ -32,7 +32,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_docker_sandbox import docker_engine  # noqa: F401 (fixture)
 
 from harnessctl.harness import load_harness
 from harnessctl.policy import Policy
@@ -47,6 +46,7 @@ from harnessctl.sandbox.docker_reaper import (
     reap_workdirs,
 )
 from harnessctl.suite import load_suite
+from tests.test_docker_sandbox import docker_engine  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "examples" / "dbbench"

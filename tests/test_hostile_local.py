@@ -18,9 +18,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from openai_stub import OpenAIStub, Reply
-from test_docker_sandbox import eval_json
-from test_eval_cli import rows, task_flags
 
 from harnessctl.gateway import Budget, Gateway, llm, protocol, transport
 from harnessctl.policy import Policy
@@ -29,6 +26,9 @@ from harnessctl.runtime.client import BudgetExceeded, GatewayClient
 from harnessctl.sandbox import OWNER_FILE, mark_owner, reap_stale
 from harnessctl.sandbox.local import LocalSandbox, _collect
 from harnessctl.workspace import load_workspace
+from tests.openai_stub import OpenAIStub, Reply
+from tests.test_docker_sandbox import eval_json
+from tests.test_eval_cli import rows, task_flags
 
 SECRET = "sk-hostile-local-should-never-leak"
 PROBE, FLOOD, LINK, FIFO = "dev-000", "dev-004", "dev-020", "dev-030"
@@ -264,7 +264,7 @@ def test_fallback_is_loud_and_refuses_editor_written_harnesses(workspace, monkey
 
 
 def eval_json_any(*args):
-    from test_docker_sandbox import invoke
+    from tests.test_docker_sandbox import invoke
 
     return invoke("eval", *args, "--json")
 
@@ -599,7 +599,7 @@ def test_an_api_key_param_is_in_nothing_a_run_writes(workspace):
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert secret not in result.output
-    from test_docker_sandbox import invoke
+    from tests.test_docker_sandbox import invoke
 
     for args in (("report",), ("show", rows(workspace)[0].id, "--json")):
         out = invoke(*args)

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from pool_helpers import cli
 
 from harnessctl.errors import ConfigError
 from harnessctl.harness import load_harness
@@ -23,6 +22,7 @@ from harnessctl.pool.export import export_pool
 from harnessctl.pool.integrity import write_checksums
 from harnessctl.trees import tree_hash
 from harnessctl.workspace import init_workspace
+from tests.pool_helpers import cli
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_docker_sandbox import docker_engine  # noqa: F401 (fixture)
-from test_eval_cli import invoke, task_flags
 
 from harnessctl.errors import ConfigError, HarnessctlError
 from harnessctl.evolve.directions import catalogue
@@ -28,6 +26,8 @@ from harnessctl.sandbox import Limits
 from harnessctl.sandbox.local import LocalSandbox
 from harnessctl.suite import load_suite
 from harnessctl.trees import copy_tree, read_tree, tree_hash
+from tests.test_docker_sandbox import docker_engine  # noqa: F401 (fixture)
+from tests.test_eval_cli import invoke, task_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "examples" / "dbbench"

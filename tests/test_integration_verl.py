@@ -33,7 +33,7 @@ try:
     from verl.workers.rollout.llm_server import LLMServerClient
     from verl.workers.rollout.router import GlobalRequestLoadBalancer
 except ImportError as exc:  # pragma: no cover - CI installs verl (.ci/run)
-    unavailable("verl's agent-loop code", f"verl does not import here: {exc}")
+    unavailable("verl's agent-loop code", f"verl does not import here: {exc}", module=True)
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples" / "trainers"))
 from verl_agent_loop import agent_loops_yaml, verl_overrides  # noqa: E402

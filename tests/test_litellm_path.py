@@ -6,10 +6,10 @@ import socket
 import time
 
 import pytest
-from openai_stub import OpenAIStub
 
 from harnessctl.errors import InfraError
 from harnessctl.gateway import llm
+from tests.openai_stub import OpenAIStub
 
 MODEL = "openai/stub-model"
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"}]

@@ -18,9 +18,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from ci import unavailable
-from test_docker_sandbox import docker_engine  # noqa: F401 (fixture)
-from test_eval_library import request as eval_request
 from typer.testing import CliRunner
 
 from harnessctl.cli import app
@@ -30,6 +27,9 @@ from harnessctl.run.evaluate import EvalRequest, evaluate
 from harnessctl.store import Store
 from harnessctl.suite import load_suite
 from harnessctl.workspace import init_workspace, load_workspace
+from tests.ci import unavailable
+from tests.test_docker_sandbox import docker_engine  # noqa: F401 (fixture)
+from tests.test_eval_library import request as eval_request
 
 TASKS = ["dev-000", "dev-004", "dev-013", "dev-020", "dev-030", "dev-045"]
 TASK_PROCESS = b"ray::run_rollout"  # the title Ray gives a worker while it runs our task

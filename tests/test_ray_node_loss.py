@@ -12,17 +12,17 @@ import time
 from pathlib import Path
 
 import pytest
-from ci import unavailable
-from test_ray_executor import (
+
+from harnessctl.run.evaluate import evaluate
+from harnessctl.store import Store
+from tests.ci import unavailable
+from tests.test_ray_executor import (
     TASK_PROCESS,
     TASKS,
     fresh_store,
     outcomes,
     request,
 )
-
-from harnessctl.run.evaluate import evaluate
-from harnessctl.store import Store
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,12 @@ import os
 import subprocess
 
 import pytest
-from ci import unavailable
-from test_toyenv import _isolate, cli, cli_json
 
 from harnessctl.outcomes import FAILURE_OUTCOMES
 from harnessctl.workspace import init_workspace, load_workspace
+from tests.ci import unavailable
 from tests.conftest import ROOT
+from tests.test_toyenv import _isolate, cli, cli_json
 
 try:
     import xllamacpp  # noqa: F401  (the `local-model` extra; .ci/run installs it)

@@ -13,9 +13,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from ci import unavailable
 
 from harnessctl.workspace import init_workspace, load_workspace
+from tests.ci import unavailable
 
 DIRECTIONS = ["execution-recovery", "context-construction", "observation-shaping"]
 CHROMIUM = "/usr/bin/chromium"

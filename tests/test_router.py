@@ -7,13 +7,13 @@ import json
 import socket
 
 import pytest
-from openai_stub import Hang, OpenAIStub, Reply
-from profile_helpers import routable_profile
 
 from harnessctl.gateway import llm
 from harnessctl.profiles.router import profile_scores, route
 from harnessctl.profiles.voting import Voter, parse_ranking
 from harnessctl.records import Profile
+from tests.openai_stub import Hang, OpenAIStub, Reply
+from tests.profile_helpers import routable_profile
 
 
 def prof(name: str, overall: tuple[int, int], cat: dict, out: dict) -> Profile:

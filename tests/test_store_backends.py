@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ci import unavailable
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
@@ -50,6 +49,7 @@ from harnessctl.store.migrate import (
     migrate,
 )
 from harnessctl.store.models import TABLE_MODELS
+from tests.ci import unavailable
 from tests.store_helpers import make_edit, make_profile, make_rollout, trajectory_files
 
 REPO = Path(__file__).resolve().parents[1]

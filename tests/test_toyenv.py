@@ -17,11 +17,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ci import unavailable
 from typer.testing import CliRunner
 
 from harnessctl.cli import app
 from harnessctl.workspace import init_workspace, load_workspace
+from tests.ci import unavailable
 
 try:
     import toyenv  # noqa: F401  (installed by the README's test command)
