@@ -16,6 +16,7 @@ from . import (
     regress_cmd,
     report_cmd,
     route_cmd,
+    runs_cmd,
     show_cmd,
 )
 from .render import handle_errors
@@ -77,6 +78,8 @@ app.command("profile")(handle_errors(profile_cmd.profile_command))
 app.command("test")(handle_errors(regress_cmd.test_command))
 app.command("route")(handle_errors(route_cmd.route_command))
 app.command("report")(handle_errors(report_cmd.report_command))
+app.command("runs")(handle_errors(runs_cmd.runs_command))
+app.command("compare")(handle_errors(runs_cmd.compare_command))
 
 
 def main() -> None:
