@@ -19,6 +19,7 @@ from . import (
     route_cmd,
     runs_cmd,
     show_cmd,
+    view_cmd,
 )
 from .render import handle_errors
 
@@ -82,6 +83,7 @@ app.command("route")(handle_errors(route_cmd.route_command))
 app.command("report")(handle_errors(report_cmd.report_command))
 app.command("runs")(handle_errors(runs_cmd.runs_command))
 app.command("compare")(handle_errors(runs_cmd.compare_command))
+app.command("view")(handle_errors(view_cmd.view_command))
 
 
 def main() -> None:
