@@ -9,9 +9,9 @@ import json
 from typer.testing import CliRunner
 
 from harnessctl.cli import app
-from harnessctl.compare import compare_runs
+from harnessctl.compare import CompareResult, compare_runs
 from harnessctl.evolve.reward import sign_test
-from harnessctl.runs import list_runs
+from harnessctl.runs import RunsResult, list_runs
 from harnessctl.store import RunRow, Store
 from harnessctl.workspace import load_workspace
 from tests.store_helpers import make_rollout
@@ -41,6 +41,7 @@ def test_runs_and_compare_on_real_evals(workspace):
 
     listed = json_of("runs")
     assert listed["kind"] == "runs" and listed["version"] == 1
+    assert RunsResult.model_validate(listed).model_dump(mode="json") == listed
     assert [r["id"] for r in listed["runs"]] == [again["run_id"], crashy["run_id"], base["run_id"]]
     first = listed["runs"][2]
     assert first["harness"] == "dbbench-base" and first["status"] == "done"
@@ -49,6 +50,7 @@ def test_runs_and_compare_on_real_evals(workspace):
 
     out = json_of("compare", base["run_id"][:8], crashy["run_id"])
     assert out["kind"] == "compare" and out["pairs"] == 8 and out["same_selection"]
+    assert CompareResult.model_validate(out).model_dump(mode="json") == out
     wins = base["summary"]["successes"]
     assert wins > 0
     assert out["regressions"] == wins and out["rescues"] == 0

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from harnessctl.cli import app
 from harnessctl.store import Store
+from harnessctl.traces import ExportTracesResult
 from harnessctl.workspace import load_workspace
 from tests.store_helpers import make_rollout
 from tests.test_eval_cli import TASKS, task_flags
@@ -121,6 +122,7 @@ def test_atif_export_validates_against_harbors_schema(evaluated, tmp_path):
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
     assert record["kind"] == "export-traces" and record["rollouts"] == 6
+    assert ExportTracesResult.model_validate(record).spec == "ATIF-v1.7"
     schema = json.loads(SCHEMA.read_text())
     for row in store.rollouts():
         doc = json.loads((out / f"{row.id}.json").read_text())
@@ -192,3 +194,49 @@ def test_bad_selection_exits_nonzero(workspace, tmp_path):
     assert fmt.exit_code != 0
     none = invoke("export-traces", "--format", "otel", "--out", tmp_path / "x")
     assert none.exit_code != 0 and "no stored rollout" in none.output
+
+
+def test_a_host_served_environments_steps_are_exported(tmp_path, monkeypatch):
+    """The toy environment (examples/toyenv) is served from the host: each recorded reset
+    and step becomes an ``execute_tool`` span at its own start time, and ATIF carries them."""
+    import shutil
+
+    pytest.importorskip("toyenv", reason="pip install -e examples/toyenv to run this")
+    from harnessctl.workspace import init_workspace
+
+    toy = Path(__file__).resolve().parent.parent / "examples" / "toyenv"
+    ws = tmp_path / "ws"
+    shutil.copytree(toy / "harnesses" / "toy-base", ws / "harnesses" / "toy-base")
+    shutil.copytree(toy / "tasks", ws / "toy" / "tasks")
+    shutil.copy(toy / "suite.yaml", ws / "toy" / "suite.yaml")
+    (ws / "harnessctl.yaml").write_text("sandbox: local\nworkers: 2\npolicy: sim/toy\nsuite: toy\n")
+    init_workspace(ws, examples=False)
+    monkeypatch.setenv("HARNESSCTL_WORKSPACE", str(ws))
+    monkeypatch.chdir(ws)
+    ran = invoke("eval", "toy-base", "--split", "train", "--rollouts", "1", "--json")
+    assert ran.exit_code == 0, ran.output
+    store = load_workspace(ws).open_store()
+    rows = store.rollouts()
+    assert rows
+    out, atif = tmp_path / "toy.json", tmp_path / "toy-atif"
+    assert invoke("export-traces", "--format", "otel", "--out", out).exit_code == 0
+    assert invoke("export-traces", "--format", "atif", "--out", atif).exit_code == 0
+    data = json.loads(out.read_text())
+    spans = _otlp_message(data).resource_spans[0].scope_spans[0].spans
+    schema = json.loads(SCHEMA.read_text())
+    for row in rows:
+        trajectory = store.trajectory(row)
+        assert trajectory.steps, "a host-served rollout records its environment steps"
+        tools = [
+            s
+            for s in spans
+            if s.trace_id == bytes.fromhex(row.id) and s.name.startswith("execute_tool")
+        ]
+        assert len(tools) == len(trajectory.steps)
+        starts = sorted(s.start_time_unix_nano for s in tools)
+        assert starts == sorted(int(st.started_at * 1e9) for st in trajectory.steps)
+        doc = json.loads((atif / f"{row.id}.json").read_text())
+        jsonschema.validate(doc, schema)
+        _atif_invariants(doc)
+        exported = doc["extra"]["harnessctl"]["env_steps"]
+        assert [s["observation"] for s in exported] == [s.observation for s in trajectory.steps]
