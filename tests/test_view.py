@@ -257,3 +257,33 @@ def test_viewer_in_headless_chromium(served, tmp_path):
         assert live == total - 3
     finally:
         browser.close()
+
+
+def test_the_command_serves_on_loopback(populated):
+    import httpx
+
+    workspace, store, hostile = populated
+    env = {**os.environ, "HARNESSCTL_WORKSPACE": str(workspace)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harnessctl.cli", "view", "--port", "0"],
+        env=env,
+        cwd=workspace,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stderr.readline()
+        assert "http://127.0.0.1:" in line, line
+        url = line.split()[3]
+        deadline = time.time() + 30
+        while True:
+            try:
+                response = httpx.get(url + "api/rollouts")
+                break
+            except httpx.ConnectError:
+                assert time.time() < deadline and proc.poll() is None
+                time.sleep(0.2)
+        assert response.json()["total"] == 3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

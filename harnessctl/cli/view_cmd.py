@@ -44,5 +44,11 @@ def view_command(
         err_console().print(
             f"[yellow]warning:[/] serving on {host}: anyone who can reach it reads the store"
         )
+    if port == 0:  # pick one now, so the address printed is the one served
+        import socket
+
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host, 0))
+            port = probe.getsockname()[1]
     err_console().print(f"harnessctl view on http://{host}:{port}/ (Ctrl-C stops it)")
     uvicorn.run(create_app(db), host=host, port=port, log_level="warning")
