@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from harnessctl.cli import app as cli
 from harnessctl.workspace import load_workspace
-from tests.store_helpers import make_rollout
+from tests.store_helpers import make_edit, make_profile, make_rollout
 from tests.test_eval_cli import TASKS, task_flags
 
 CHROMIUM = "/usr/bin/chromium"
@@ -73,6 +73,22 @@ def populated(workspace):
         ],
     }
     store.record_rollout(row, [], trajectory)
+    store.record_edit(
+        make_edit(
+            parent_name="dbbench-base",
+            direction="format<i>x</i>",
+            child_name="dbbench-base.fmt.r1",
+            status="accepted",
+            accepted=True,
+            rescues=3,
+            regressions=1,
+            reward=0.25,
+        )
+    )
+    card = {"summary": HOSTILE, "fixes": ["invalid_format"]}
+    success = {"successes": 3, "rollouts": 4, "rate": 0.75, "ci95": [0.3, 0.95]}
+    data = json.dumps({"card": card, "success": success})
+    store.record_profile(make_profile(harness_name="dbbench-base.fmt.r1", data_json=data))
     return workspace, store, row.id
 
 
@@ -105,8 +121,10 @@ def test_api_is_read_only_and_filters(populated):
     assert client.get("/api/rollouts/ffffffffffff").status_code == 404
     for method in ("post", "put", "delete"):
         assert getattr(client, method)("/api/runs").status_code == 405
-    assert client.get("/api/lineage").json() == {"edits": []}
-    assert client.get("/api/profiles").json() == {"profiles": []}
+    [edit] = client.get("/api/lineage").json()["edits"]
+    assert (edit["child"], edit["rescues"], edit["regressions"]) == ("dbbench-base.fmt.r1", 3, 1)
+    [profile] = client.get("/api/profiles").json()["profiles"]
+    assert profile["harness"] == "dbbench-base.fmt.r1" and profile["card"]["summary"] == HOSTILE
 
 
 def _free_port() -> int:
@@ -219,6 +237,21 @@ def test_viewer_in_headless_chromium(served, tmp_path):
         assert HOSTILE in shown and "task " + HOSTILE in shown
         assert HOSTILE in browser.eval("document.getElementById('turns').textContent")
         assert "dev-<b>x</b>" in browser.eval("document.querySelector('#main h2').textContent")
+        # lineage and profiles render, their text as text
+        browser.call("Page.navigate", url=f"{url}#lineage")
+        browser.wait_for("document.querySelectorAll('#lineage-table tbody tr').length === 1")
+        lineage = browser.eval("document.getElementById('lineage-table').textContent")
+        assert "format<i>x</i>" in lineage and "dbbench-base.fmt.r1" in lineage
+        browser.call("Page.navigate", url=f"{url}#profiles")
+        browser.wait_for("document.querySelectorAll('#profiles-table tbody tr').length === 1")
+        profiles = browser.eval("document.getElementById('profiles-table').textContent")
+        assert HOSTILE + "fixes: invalid_format" in profiles.replace("\n", "")
+        assert "75.0% (3/4)" in profiles
+        assert (
+            browser.eval("document.querySelectorAll('#main img, #main script, #main i').length")
+            == 0
+        )
+        assert browser.eval("window.__pwned === undefined")
         # a running eval's new rollouts appear in the open page, no reload
         browser.call("Page.navigate", url=f"{url}#rollouts")
         rows = "document.querySelectorAll('#rollouts-table tbody tr').length"

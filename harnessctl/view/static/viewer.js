@@ -210,11 +210,25 @@ async function showLineage() {
   setMain("lineage", el("h2", {}, "Evolution lineage (every edit)"), table(headers, rows, "lineage-table"));
 }
 
+function cardText(card) {
+  if (!card || typeof card !== "object") return text(card);
+  const lines = [text(card.summary)];
+  for (const key of ["fixes", "rescues", "costs", "regresses"]) {
+    if (Array.isArray(card[key]) && card[key].length) lines.push(key + ": " + card[key].map(text).join("; "));
+  }
+  return lines.join("\n");
+}
+
+function rateText(success) {
+  if (!success || typeof success !== "object") return "-";
+  return pct(success.rate) + " (" + success.successes + "/" + success.rollouts + ")";
+}
+
 async function showProfiles() {
   const data = await getJSON("/api/profiles");
   const rows = data.profiles.map((p) => el("tr", {},
     el("td", {}, p.harness), el("td", {}, p.policy), el("td", {}, p.suite + "/" + p.split),
-    el("td", {}, p.kind), el("td", {}, text(p.success)), el("td", {}, el("pre", {}, text(p.card)))));
+    el("td", {}, p.kind), el("td", {}, rateText(p.success)), el("td", {}, el("pre", {}, cardText(p.card)))));
   setMain("profiles", el("h2", {}, "Profiles"),
     table(["harness", "policy", "suite/split", "kind", "success", "card"], rows, "profiles-table"));
 }
