@@ -6,6 +6,7 @@ offline sim policy) writing the store the viewer reads."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -200,24 +201,34 @@ class Browser:
         self.proc.wait(timeout=30)
 
 
-@pytest.fixture
-def served(populated):
+@contextlib.contextmanager
+def serving(store, workspace=None):
+    """The viewer over ``store`` on a free loopback port, in a thread: its URL."""
     import uvicorn
 
     from harnessctl.view.app import create_app
 
-    workspace, store, hostile = populated
     port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(
+        create_app(store, workspace), host="127.0.0.1", port=port, log_level="warning"
     )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
         time.sleep(0.05)
-    yield workspace, store, hostile, f"http://127.0.0.1:{port}/"
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def served(populated):
+    workspace, store, hostile = populated
+    with serving(store, load_workspace(workspace)) as url:
+        yield workspace, store, hostile, url
 
 
 def test_viewer_in_headless_chromium(served, tmp_path):
@@ -320,3 +331,99 @@ def test_the_command_serves_on_loopback(populated):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _two_runs(store) -> tuple[str, str]:
+    """Runs A (harness "base") and B ("child") on tasks t1 (A fails, B succeeds) and t2
+    (both succeed), each rollout with a trajectory whose reply names its side."""
+    from harnessctl.store import RunRow
+
+    for run_id, harness in (("runa0000", "base"), ("runb0000", "child")):
+        store.start_run(
+            RunRow(
+                id=run_id,
+                command="eval",
+                harness_hash=harness,
+                suite="s",
+                split="dev",
+                policy_id="sim/dbbench",
+            )
+        )
+        for task, ok in (("t1", harness == "child"), ("t2", True)):
+            row = make_rollout(
+                f"{harness}-{task}",
+                run_id=run_id,
+                harness_hash=harness,
+                harness_name=harness,
+                task_id=task,
+                seed=0,
+                suite="s",
+                split="dev",
+                outcome="success" if ok else "wrong_answer",
+                success=ok,
+                category="c",
+            )
+            reply = f"reply {harness} {task}"
+            store.record_rollout(
+                row,
+                [],
+                {
+                    "kind": "trajectory",
+                    "version": 4,
+                    "rollout_id": row.id,
+                    "task_id": task,
+                    "seed": 0,
+                    "outcome": row.outcome,
+                    "policy": {"model": "sim/dbbench"},
+                    "harness": {"name": harness, "hash": harness},
+                    "calls": [
+                        {
+                            "index": 0,
+                            "model": "sim/dbbench",
+                            "reply": reply,
+                            "messages": [{"role": "user", "content": task}],
+                        }
+                    ],
+                },
+            )
+        store.finish_run(run_id, "done", None)
+    return "runa0000", "runb0000"
+
+
+def test_two_runs_compared_side_by_side_in_chromium(workspace, tmp_path):
+    from starlette.testclient import TestClient
+
+    from harnessctl.view.app import create_app
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    store = load_workspace(workspace).open_store()
+    a, b = _two_runs(store)
+    api = TestClient(create_app(store)).get("/api/compare", params={"a": a, "b": b}).json()
+    assert (api["kind"], api["pairs"], api["rescues"], api["regressions"]) == ("compare", 2, 1, 0)
+    assert TestClient(create_app(store)).get("/api/compare").status_code == 400
+    with serving(store) as url:
+        browser = Browser(tmp_path / "profile")
+        try:
+            browser.call("Page.navigate", url=url)
+            browser.wait_for("document.querySelectorAll('#runs-table tbody tr').length === 2")
+            browser.eval(
+                f"document.querySelector('input[name=a][value={a}]').click();"
+                f"document.querySelector('input[name=b][value={b}]').click();"
+                "document.getElementById('compare-button').click()"
+            )
+            summary = browser.wait_for(
+                "document.getElementById('compare-summary')?.textContent", 30
+            )
+            assert "rescues 1, regressions 0" in summary and "A 50.0% -> B 100.0%" in summary
+            link = browser.eval(
+                "document.querySelector('#compare-changes tr[data-change=rescue] a').href"
+            )
+            browser.call("Page.navigate", url=link)
+            browser.wait_for("document.querySelectorAll('.pair .column').length === 2")
+            left = browser.eval("document.querySelector('[data-side=A]').textContent")
+            right = browser.eval("document.querySelector('[data-side=B]').textContent")
+            assert "reply base t1" in left and "wrong_answer" in left
+            assert "reply child t1" in right and "success" in right
+        finally:
+            browser.close()

@@ -39,7 +39,8 @@ def view_command(
             f"the viewer needs the 'view' extra ({exc.name} is missing): "
             "pip install 'harnessctl[view]'",
         ) from None
-    db = load_workspace().open_store(store)
+    ws = load_workspace()
+    db = ws.open_store(store)
     if host not in LOOPBACK:
         err_console().print(
             f"[yellow]warning:[/] serving on {host}: anyone who can reach it reads the store"
@@ -51,4 +52,4 @@ def view_command(
             probe.bind((host, 0))
             port = probe.getsockname()[1]
     err_console().print(f"harnessctl view on http://{host}:{port}/ (Ctrl-C stops it)")
-    uvicorn.run(create_app(db), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(db, ws), host=host, port=port, log_level="warning")

@@ -27,8 +27,9 @@ HEADERS = {
 }
 
 
-def create_app(store: Any) -> Starlette:
-    """The viewer over ``store`` (a ``harnessctl.store.Store``)."""
+def create_app(store: Any, workspace: Any = None) -> Starlette:
+    """The viewer over ``store`` (a ``harnessctl.store.Store``); ``workspace``, when given,
+    supplies the suite splits a comparison pairs on (``runs.split_task_ids``)."""
 
     def api(fn):
         async def endpoint(request: Request) -> Response:
@@ -58,6 +59,7 @@ def create_app(store: Any) -> Starlette:
             "/api/rollouts/{rollout_id}",
             api(lambda r: data.rollout(store, r.path_params["rollout_id"])),
         ),
+        Route("/api/compare", api(lambda r: data.compare(store, workspace, dict(r.query_params)))),
         Route("/api/lineage", api(lambda r: data.lineage(store))),
         Route("/api/profiles", api(lambda r: data.profiles(store))),
     ]

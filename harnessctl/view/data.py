@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import ConfigError, HarnessctlError
 from ..outcomes import ALL_OUTCOMES
-from ..runs import find_run, list_runs, run_rollouts
+from ..runs import find_run, list_runs, run_rollouts, split_task_ids
 
 MAX_ROLLOUTS = 500
 
@@ -123,3 +123,16 @@ def profiles(store: Any) -> dict[str, Any]:
             }
         )
     return {"profiles": out}
+
+
+def compare(store: Any, workspace: Any, query: dict[str, str]) -> dict[str, Any]:
+    """``harnessctl compare A B`` for two run ids (``a``, ``b``), as JSON."""
+    from ..compare import compare_runs
+
+    if not query.get("a") or not query.get("b"):
+        raise ConfigError("a/b", "give two run ids: ?a=RUN&b=RUN")
+    run_a, run_b = find_run(store, query["a"]), find_run(store, query["b"])
+    ids: tuple[set[str] | None, set[str] | None] = (None, None)
+    if workspace is not None:
+        ids = (split_task_ids(workspace, run_a), split_task_ids(workspace, run_b))
+    return compare_runs(store, run_a, run_b, ids).model_dump(mode="json")

@@ -60,6 +60,7 @@ function parseHash() {
   const [name, rest] = hash.split("?");
   const params = new URLSearchParams(rest || "");
   if (name.startsWith("rollout=")) return {view: "rollout", id: name.slice(8)};
+  if (name.startsWith("pair=")) return {view: "pair", ids: name.slice(5).split(",").slice(0, 2)};
   return {view: name || "runs", params: params};
 }
 
@@ -67,6 +68,8 @@ function parseHash() {
 
 function runRow(r) {
   return el("tr", {"data-run": r.id},
+    el("td", {}, el("input", {type: "radio", name: "a", value: r.id, title: "A"}),
+      el("input", {type: "radio", name: "b", value: r.id, title: "B"})),
     el("td", {}, el("a", {href: "#rollouts?run=" + encodeURIComponent(r.id)}, r.id.slice(0, 12))),
     el("td", {}, when(r.started_at)), el("td", {}, r.command), el("td", {}, r.harness),
     el("td", {}, r.suite + "/" + r.split), el("td", {}, r.policy),
@@ -77,10 +80,66 @@ function runRow(r) {
 
 async function showRuns() {
   const data = await getJSON("/api/runs");
-  const headers = ["run", "started", "command", "harness", "suite/split", "policy", "status",
-    "rollouts", "success", "cost $"];
-  setMain("runs", el("h2", {}, "Runs"), table(headers, data.runs.map(runRow), "runs-table"));
+  const main = document.getElementById("main");
+  const existing = main.getAttribute("data-view") === "runs" && document.getElementById("runs-table");
+  const headers = ["A B", "run", "started", "command", "harness", "suite/split", "policy",
+    "status", "rollouts", "success", "cost $"];
+  const fresh = table(headers, data.runs.map(runRow), "runs-table");
+  if (existing) {  // a poll: keep the A/B choice
+    const chosen = {};
+    for (const input of existing.querySelectorAll("input:checked")) chosen[input.name] = input.value;
+    existing.replaceWith(fresh);
+    for (const input of fresh.querySelectorAll("input")) {
+      if (chosen[input.name] === input.value) input.checked = true;
+    }
+  } else {
+    const button = el("button", {id: "compare-button", type: "button"}, "compare A and B");
+    button.addEventListener("click", () => {
+      const a = document.querySelector("#runs-table input[name=a]:checked");
+      const b = document.querySelector("#runs-table input[name=b]:checked");
+      if (a && b) location.hash = "compare?a=" + encodeURIComponent(a.value) + "&b=" + encodeURIComponent(b.value);
+    });
+    setMain("runs", el("h2", {}, "Runs"), button, fresh);
+  }
   markLive();
+}
+
+// --- comparing two runs ---------------------------------------------------------------------
+
+async function showCompare(params) {
+  const data = await getJSON("/api/compare?" + params.toString());
+  const side = (label, r) => el("p", {}, label + ": " + r.harness + ", run " + r.id.slice(0, 12) +
+    " " + r.suite + "/" + r.split + " " + r.policy + " (" + r.status + ")");
+  const summary = el("p", {id: "compare-summary"}, data.pairs + " pairs: A " +
+    pct(data.a_usage.success_rate) + " -> B " + pct(data.b_usage.success_rate) + " (" +
+    (100 * data.delta).toFixed(1) + " points); rescues " + data.rescues + ", regressions " +
+    data.regressions + "; sign test p(B better) " + data.p_b_better.toPrecision(3) +
+    ", two-sided " + data.p_two_sided.toPrecision(3));
+  const cats = Object.entries(data.categories).map(([name, c]) => el("tr", {},
+    el("td", {}, name), el("td", {"class": "num"}, c.pairs), el("td", {"class": "num"}, c.a_successes),
+    el("td", {"class": "num"}, c.b_successes), el("td", {"class": "num"}, (100 * c.delta).toFixed(1)),
+    el("td", {"class": "num"}, c.rescues), el("td", {"class": "num"}, c.regressions)));
+  const changes = data.changes.map((c) => el("tr", {"data-change": c.change},
+    el("td", {}, c.change), el("td", {}, c.task), el("td", {"class": "num"}, c.seed),
+    el("td", {}, c.a_outcome), el("td", {}, c.b_outcome),
+    el("td", {}, el("a", {href: "#pair=" + c.a_rollout + "," + c.b_rollout}, "side by side"))));
+  setMain("compare", el("h2", {}, "Compare"), side("A", data.a), side("B", data.b), summary,
+    table(["category", "pairs", "A", "B", "delta", "rescues", "regressions"], cats, "compare-categories"),
+    el("h3", {}, "Changed pairs"),
+    table(["change", "task", "seed", "A", "B", ""], changes, "compare-changes"));
+}
+
+async function showPair(ids) {
+  const [a, b] = await Promise.all(ids.map((id) => getJSON("/api/rollouts/" + encodeURIComponent(id))));
+  const column = (label, data) => {
+    const r = data.rollout;
+    const calls = data.trajectory ? data.trajectory.calls.map(callSection) : [el("p", {"class": "error"}, data.error)];
+    return el("div", {"class": "column", "data-side": label},
+      el("h3", {}, label + ": " + r.harness + ", " + r.outcome),
+      el("p", {"class": "meta"}, el("a", {href: "#rollout=" + r.id}, r.id.slice(0, 12))), ...calls);
+  };
+  setMain("pair", el("h2", {}, a.rollout.task + " (seed " + a.rollout.seed + ")"),
+    el("div", {"class": "pair"}, column("A", a), column("B", b)));
 }
 
 // --- rollouts -----------------------------------------------------------------------------
@@ -241,6 +300,8 @@ async function route() {
   try {
     if (where.view === "rollout") await showRollout(where.id);
     else if (where.view === "rollouts") await showRollouts(where.params);
+    else if (where.view === "pair") await showPair(where.ids);
+    else if (where.view === "compare") await showCompare(where.params);
     else if (where.view === "lineage") await showLineage();
     else if (where.view === "profiles") await showProfiles();
     else {
