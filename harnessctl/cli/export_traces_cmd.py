@@ -48,4 +48,8 @@ def export_traces_command(
     if as_json:
         print_result(result)
     else:
-        console().print(f"{result.rollouts} rollout(s) written as {fmt} ({result.spec}) to {out}")
+        from rich.text import Text
+
+        console().print(
+            Text(f"{result.rollouts} rollout(s) written as {fmt} ({result.spec}) to {out}")
+        )
