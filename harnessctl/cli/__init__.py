@@ -10,13 +10,16 @@ from . import (
     eval_cmd,
     evolve_cmd,
     export_edits_cmd,
+    export_traces_cmd,
     init_cmd,
     pool_cmd,
     profile_cmd,
     regress_cmd,
     report_cmd,
     route_cmd,
+    runs_cmd,
     show_cmd,
+    view_cmd,
 )
 from .render import handle_errors
 
@@ -67,6 +70,7 @@ def _root(
 app.command("eval")(handle_errors(eval_cmd.eval_command))
 app.command("evolve")(handle_errors(evolve_cmd.evolve_command))
 app.command("export-edits")(handle_errors(export_edits_cmd.export_edits_command))
+app.command("export-traces")(handle_errors(export_traces_cmd.export_traces_command))
 app.command("export-pool")(handle_errors(pool_cmd.export_pool_command))
 app.command("rescue-sim")(handle_errors(pool_cmd.rescue_sim_command))
 app.add_typer(pool_cmd.pool_app, name="pool")
@@ -77,6 +81,9 @@ app.command("profile")(handle_errors(profile_cmd.profile_command))
 app.command("test")(handle_errors(regress_cmd.test_command))
 app.command("route")(handle_errors(route_cmd.route_command))
 app.command("report")(handle_errors(report_cmd.report_command))
+app.command("runs")(handle_errors(runs_cmd.runs_command))
+app.command("compare")(handle_errors(runs_cmd.compare_command))
+app.command("view")(handle_errors(view_cmd.view_command))
 
 
 def main() -> None:

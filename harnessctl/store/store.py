@@ -235,6 +235,19 @@ class Store:
             raise HarnessctlError(f"no run with id {run_id!r}")
         return row
 
+    def harnesses(self) -> list[HarnessRow]:
+        """Every harness version the store has seen."""
+        with self._session() as session:
+            return list(session.exec(select(HarnessRow)))
+
+    def runs(self, *, limit: int | None = None) -> list[RunRow]:
+        """Runs, newest first (at most ``limit``)."""
+        query = select(RunRow).order_by(col(RunRow.started_at).desc(), col(RunRow.id))
+        if limit is not None:
+            query = query.limit(limit)
+        with self._session() as session:
+            return list(session.exec(query))
+
     # --- rollouts ---
 
     def get_by_cache_keys(self, keys: Iterable[str]) -> dict[str, RolloutRow]:

@@ -1,0 +1,79 @@
+"""``harnessctl runs`` and ``harnessctl compare``: the runs in the store, and two of them
+side by side (``harnessctl.runs``, ``harnessctl.compare``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .options import JsonOption, StoreOption
+
+RUN_STATUS_HELP = "Only runs with this status: running, done, failed, interrupted, died."
+
+
+def runs_command(
+    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 20,
+    status: Annotated[str | None, typer.Option(help=RUN_STATUS_HELP)] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List runs, newest first: command, selection (harness, suite, split, policy), status,
+    rollouts, success and cost. Run ids (or 4+ character prefixes) go to `compare`."""
+    from ..errors import ConfigError
+    from ..runs import list_runs
+    from ..store.models import RUN_STATUSES
+    from ..workspace import load_workspace
+    from .compare_view import render_runs
+    from .render import print_result
+
+    if status is not None and status not in RUN_STATUSES:
+        raise ConfigError("--status", f"{status!r} is not one of {', '.join(RUN_STATUSES)}")
+    db = load_workspace().open_store(store)
+    result = list_runs(db, limit=limit, status=status)
+    if as_json:
+        print_result(result)
+    else:
+        render_runs(result)
+
+
+def compare_command(
+    a: Annotated[str, typer.Argument(help="Run A: a run id (prefix >= 4) or a harness name.")],
+    b: Annotated[str, typer.Argument(help="Run B: a run id (prefix >= 4) or a harness name.")],
+    split: Annotated[
+        str | None, typer.Option(help="For a harness name: its latest run on this split.")
+    ] = None,
+    policy: Annotated[
+        str | None, typer.Option(help="For a harness name: its latest run with this policy.")
+    ] = None,
+    suite: Annotated[
+        str | None, typer.Option(help="For a harness name: its latest run on this suite.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=0, help="Changed pairs to list (table).")] = 20,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Compare two runs paired by (task, seed): outcome changes, rescues (A failed, B
+    succeeded) and regressions, the exact sign test on them, per-category deltas, tokens and
+    cost. A harness name stands for its latest finished run with --suite/--split/--policy."""
+    from ..compare import compare_runs
+    from ..runs import find_run, latest_run, split_task_ids
+    from ..workspace import load_workspace
+    from .compare_view import render_compare
+    from .render import print_result
+
+    ws = load_workspace()
+    db = ws.open_store(store)
+    names = {h.name for h in db.harnesses()}
+
+    def resolve(ref: str):
+        if ref in names:
+            return latest_run(db, ref, suite=suite, split=split, policy=policy)
+        return find_run(db, ref)
+
+    run_a, run_b = resolve(a), resolve(b)
+    result = compare_runs(db, run_a, run_b, (split_task_ids(ws, run_a), split_task_ids(ws, run_b)))
+    if as_json:
+        print_result(result)
+    else:
+        render_compare(result, limit=limit)

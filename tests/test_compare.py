@@ -1,0 +1,155 @@
+"""`harnessctl runs` and `harnessctl compare`: real evals (sandboxed subprocesses, the
+offline sim policy, the SQLite store), then the listing and the paired comparison checked
+against the stored rows; exact figures on a hand-built store."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from harnessctl.cli import app
+from harnessctl.compare import CompareResult, compare_runs
+from harnessctl.evolve.reward import sign_test
+from harnessctl.runs import RunsResult, list_runs
+from harnessctl.store import RunRow, Store
+from harnessctl.workspace import load_workspace
+from tests.store_helpers import make_rollout
+from tests.test_eval_cli import TASKS, make_variant, task_flags
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def json_of(*args):
+    result = invoke(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_runs_and_compare_on_real_evals(workspace):
+    make_variant(
+        workspace, "crashy", "return messages + self.history(state)", "raise RuntimeError('x')"
+    )
+    base = json_of("eval", "dbbench-base", "--rollouts", 2, *task_flags(TASKS[:4]))
+    crashy = json_of("eval", "crashy", "--rollouts", 2, *task_flags(TASKS[:4]))
+    again = json_of("eval", "dbbench-base", "--rollouts", 2, *task_flags(TASKS[:4]))
+    assert again["cached"] == 8
+
+    listed = json_of("runs")
+    assert listed["kind"] == "runs" and listed["version"] == 1
+    assert RunsResult.model_validate(listed).model_dump(mode="json") == listed
+    assert [r["id"] for r in listed["runs"]] == [again["run_id"], crashy["run_id"], base["run_id"]]
+    first = listed["runs"][2]
+    assert first["harness"] == "dbbench-base" and first["status"] == "done"
+    assert first["split"] == "dev" and first["policy"] == base["policy"]
+    assert first["rollouts"] == 8 and first["successes"] == base["summary"]["successes"]
+
+    out = json_of("compare", base["run_id"][:8], crashy["run_id"])
+    assert out["kind"] == "compare" and out["pairs"] == 8 and out["same_selection"]
+    assert CompareResult.model_validate(out).model_dump(mode="json") == out
+    wins = base["summary"]["successes"]
+    assert wins > 0
+    assert out["regressions"] == wins and out["rescues"] == 0
+    assert out["p_b_better"] == 1.0 and out["p_two_sided"] == min(1.0, 2 * sign_test(wins, 0))
+    assert out["b_usage"]["success_rate"] == 0.0
+    assert out["a_usage"]["prompt_tokens"] == base["summary"]["prompt_tokens"]
+    assert sum(out["outcome_changes"].values()) == len(out["changes"])
+    assert all(c["b_outcome"] == "harness_error" for c in out["changes"])
+    store = load_workspace(workspace).open_store()
+    for change in out["changes"]:
+        a, b = store.rollout(change["a_rollout"]), store.rollout(change["b_rollout"])
+        assert (a.task_id, a.seed) == (b.task_id, b.seed) == (change["task"], change["seed"])
+    # a run served wholly from the cache stands on the same rollouts: nothing changes
+    same = json_of("compare", base["run_id"], again["run_id"])
+    assert same["pairs"] == 8 and same["changes"] == [] and same["delta"] == 0.0
+    # harness names stand for their latest runs on the selection
+    named = json_of("compare", "dbbench-base", "crashy", "--split", "dev")
+    assert named["a"]["id"] == again["run_id"] and named["b"]["id"] == crashy["run_id"]
+    table = invoke("compare", "dbbench-base", "crashy")
+    assert table.exit_code == 0
+    assert f"regressions {wins}" in table.stdout and "harness_error" in table.stdout
+    assert "crashy" in invoke("runs").stdout
+
+
+def test_compare_figures_on_a_hand_built_store(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 's.db'}", tmp_path / "traj")
+    for run_id, harness in (("runA0000", "ha"), ("runB0000", "hb")):
+        store.start_run(
+            RunRow(
+                id=run_id,
+                command="eval",
+                harness_hash=harness,
+                suite="s",
+                split="dev",
+                policy_id="sim/dbbench",
+            )
+        )
+        store.finish_run(run_id, "done", None)
+    # (task, category, A success, B success)
+    cases = [
+        ("t1", "x", True, True),
+        ("t2", "x", False, True),
+        ("t3", "y", False, True),
+        ("t4", "y", True, False),
+        ("t5", "y", False, False),
+    ]
+    for task, cat, ok_a, ok_b in cases:
+        for harness, ok in (("ha", ok_a), ("hb", ok_b)):
+            outcome = "success" if ok else ("wrong_answer" if harness == "ha" else "step_limit")
+            store.record_rollout(
+                make_rollout(
+                    f"{harness}-{task}",
+                    run_id="run" + harness[1].upper() + "0000",
+                    harness_hash=harness,
+                    task_id=task,
+                    seed=0,
+                    suite="s",
+                    split="dev",
+                    category=cat,
+                    outcome=outcome,
+                    success=ok,
+                    cost_usd=0.5 if ok else 0.25,
+                ),
+                [],
+                {"kind": "trajectory"},
+            )
+    store.record_rollout(
+        make_rollout(
+            "ha-extra",
+            run_id="runA0000",
+            harness_hash="ha",
+            task_id="t9",
+            seed=0,
+            suite="s",
+            split="dev",
+        ),
+        [],
+        {},
+    )
+    out = compare_runs(store, store.run("runA0000"), store.run("runB0000"), (None, None))
+    assert (out.pairs, out.only_a, out.only_b) == (5, 1, 0)
+    assert (out.rescues, out.regressions) == (2, 1)
+    assert out.p_b_better == sign_test(2, 1) == 0.5
+    assert out.delta == (3 - 2) / 5
+    assert out.outcome_changes == {
+        "success -> step_limit": 1,
+        "wrong_answer -> step_limit": 1,
+        "wrong_answer -> success": 2,
+    }
+    y, x = out.categories["y"], out.categories["x"]
+    assert (y.pairs, y.delta, y.rescues, y.regressions) == (3, 0.0, 1, 1)
+    assert (x.pairs, x.a_successes, x.b_successes, x.delta, x.rescues) == (2, 1, 2, 0.5, 1)
+    assert [c.change for c in out.changes] == ["rescue", "rescue", "regression", "outcome"]
+    assert out.a_usage.cost_usd == 0.5 * 2 + 0.25 * 3
+    assert [r.id for r in list_runs(store).runs] == ["runB0000", "runA0000"]
+
+
+def test_bad_references_exit_nonzero_naming_them(workspace):
+    bad = invoke("runs", "--status", "bogus")
+    assert bad.exit_code == 2 and "--status" in bad.output
+    missing = invoke("compare", "abcd1234", "dbbench-base")
+    assert missing.exit_code != 0 and "abcd1234" in missing.output
