@@ -36,6 +36,7 @@ def export_pool_command(
     """Freeze the base and its siblings into a verifiable pool: harness trees, profiles,
     manifest (pool id, hashes, git commits, roles, router config) and SHA256SUMS, plus a
     single-file archive. Refuses harnesses with uncommitted changes."""
+    from ..errors import ConfigError
     from ..pool.export import check_committed, export_pool
     from ..profiles.runner import load_profiles
     from ..workspace import load_workspace
@@ -52,7 +53,12 @@ def export_pool_command(
             for spec in ws.harnesses()
             if db.profiles(harness_hash=spec.hash, policy_id=pol.id, suite=loaded.name)
         ]
-    base_spec = ws.base_harness(base, [s.name for s in specs])
+    try:
+        base_spec = ws.base_harness(base, [s.name for s in specs])
+    except ConfigError:
+        if suite is None:  # the real cause may be the missing --suite: name it first
+            _one_environment(ws, harnesses)
+        raise
     aux = [s for s in specs if s.hash != base_spec.hash]
     check_committed(ws.root, [base_spec, *aux])  # before profiles: name the real problem
     profiles = load_profiles(db, [base_spec, *aux], policy_id=pol.id, suite=loaded.name)
@@ -67,6 +73,22 @@ def export_pool_command(
         suite=loaded.name,
     )
     render_exported(path, as_json=as_json)
+
+
+def _one_environment(ws, harnesses: list[str] | None) -> None:
+    """Without --suite, when no base could be chosen: the harnesses (given, else the
+    workspace's) of several environments mean --suite is what is missing (the default suite
+    is one environment's; --base alone was blamed before)."""
+    from ..errors import ConfigError
+
+    specs = [ws.load_harness(h) for h in harnesses] if harnesses else ws.harnesses()
+    kinds = sorted({s.manifest.env for s in specs})
+    if len(kinds) > 1:
+        raise ConfigError(
+            "--suite",
+            f"--suite is missing: the harnesses here are of several environments "
+            f"({', '.join(kinds)}); pass --suite for the one whose pool to export",
+        )
 
 
 def render_exported(path: Path, *, as_json: bool) -> None:

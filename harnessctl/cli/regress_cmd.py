@@ -19,6 +19,7 @@ from .options import (
     SuiteOption,
     WorkersOption,
     eval_request,
+    finite,
     placement,
     policy_of,
 )
@@ -33,10 +34,12 @@ SeedOffsetOption = Annotated[
     int, typer.Option(help="Shift the baseline's seeds (fresh rollouts, same count).")
 ]
 MinDropOption = Annotated[
-    float, typer.Option(min=0.0, max=1.0, help="Overall drop that may fail a test.")
+    float,
+    typer.Option(min=0.0, max=1.0, callback=finite, help="Overall drop that may fail a test."),
 ]
 CategoryDropOption = Annotated[
-    float, typer.Option(min=0.0, max=1.0, help="Per-category drop that may fail a test.")
+    float,
+    typer.Option(min=0.0, max=1.0, callback=finite, help="Per-category drop that may fail a test."),
 ]
 FlipsOption = Annotated[
     bool, typer.Option(help="Fail when a task flips from always-success to never.")
