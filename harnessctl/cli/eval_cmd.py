@@ -136,8 +136,7 @@ def harness_broken(spec, result) -> bool:
     detail = (
         f"it does not import: {why}"
         if why
-        else f"its code raises ({said or 'no error text'}; see `harnessctl show "
-        f"{rows[0].id[:12]}`)"
+        else f"its code raises ({said or 'no error text'}; see `harnessctl show {rows[0].id[:12]}`)"
     )
     err_console().print(
         f"[bold red]error:[/] every rollout ({len(rows)}) ended in harness_error: harness "

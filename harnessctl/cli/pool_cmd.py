@@ -152,19 +152,26 @@ def rescue_sim_command(
     as_json: JsonOption = False,
 ) -> None:
     """Run the rescue rule over a suite: how many all-fail groups were rescued, by which
-    harness, at what extra rollout cost."""
+    harness, at what extra rollout cost. Each task's result is cached in the workspace
+    (.harnessctl/rescue-sim/): a rerun recomputes nothing, an interrupted one resumes."""
     from ..pool import Pool
-    from ..pool.simulate import simulate
+    from ..pool.simulate import TaskCache, simulate
     from ..workspace import load_workspace
-    from .render import console, escape, print_result
+    from .progress import rollout_progress
+    from .render import console, err_console, escape, print_result
 
     ws = load_workspace()
     loaded = ws.load_suite(suite)
     pol = policy_of(ws, policy, param, loaded.config.env)
-    with Pool.load(pool_dir, sandbox=sandbox) as pool:
+    cache = TaskCache(ws.state_dir / "rescue-sim")
+    with (
+        Pool.load(pool_dir, sandbox=sandbox) as pool,
+        rollout_progress(err_console(), what="tasks") as progress,
+    ):
         report = simulate(
-            pool, loaded.tasks(split).tasks, pol, group_size=group_size, k=k, seed=seed
-        )
+            pool, loaded.tasks(split).tasks, pol, group_size=group_size, k=k, seed=seed,
+            cache=cache, progress=progress,
+        )  # fmt: skip
     if as_json:
         print_result(report)
         return

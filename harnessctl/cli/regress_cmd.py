@@ -94,10 +94,10 @@ def test_command(
     )
     db = ws.open_store(store)
     if update_baseline:
-        _update_baselines(ws, specs, template, db, root, quiet=as_json)
+        _update_baselines(ws, specs, template, db, root)
         raise typer.Exit(0)
     thresholds = runner.Thresholds(min_drop, category_min_drop, fail_on_flips)
-    with rollout_progress(err_console(), enabled=not as_json) as progress:
+    with rollout_progress(err_console()) as progress:
         result = runner.run_regression(
             specs, template, db, root, thresholds, split=split, seed_offset=seed_offset,
             progress=progress,
@@ -106,14 +106,14 @@ def test_command(
     raise typer.Exit(3 if result.infra_failed else 1 if result.failed else 0)
 
 
-def _update_baselines(ws, specs, template, db, root: Path, *, quiet: bool) -> None:
+def _update_baselines(ws, specs, template, db, root: Path) -> None:
     """``test --update-baseline``: re-profile, write the baselines, commit them."""
     from ..regress import runner
     from .progress import rollout_progress
     from .render import console, err_console, escape
     from .written import commit_written
 
-    with rollout_progress(err_console(), enabled=not quiet) as progress:
+    with rollout_progress(err_console()) as progress:
         paths = runner.update_baselines(specs, template, db, ws, root, progress)
     for path in paths:
         console().print(f"wrote {escape(str(path))}")
