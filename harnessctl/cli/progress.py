@@ -63,3 +63,17 @@ def plain_progress(
         console.print(f"{what} {done}/{total} ({share:.0f}%), {now:.0f}s elapsed", highlight=False)
 
     return update
+
+
+@contextmanager
+def stage(console: Console, text: str) -> Iterator[None]:
+    """Progress of a step that has no count (reading the store, rendering a report): a
+    spinner on a terminal, else a line when it starts and one when it ends, with its time."""
+    started = time.monotonic()
+    if console.is_terminal:
+        with console.status(text):
+            yield
+        return
+    console.print(f"{text}...", highlight=False)
+    yield
+    console.print(f"{text}: done in {time.monotonic() - started:.1f}s", highlight=False)
