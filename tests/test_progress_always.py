@@ -1,5 +1,5 @@
 """Progress always (issue #28): under --json, progress lines go to stderr and stdout stays
-pure JSON; a cached eval imports no litellm (it calls no model)."""
+pure JSON; neither an offline eval nor a cached one imports litellm (seconds to import)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ def test_json_eval_prints_progress_on_stderr_and_pure_json_on_stdout(workspace):
     data = json.loads(first.stdout)  # nothing but the JSON document
     assert data["kind"] == "eval" and data["executed"] == 2
     assert "rollouts 0/2 (0%)" in first.stderr and "rollouts 2/2 (100%)" in first.stderr
+    # an offline test double is answered without litellm (gateway.llm's offline provider)
+    assert "litellm imported: False" in first.stderr
     cached = run(workspace, *EVAL, "--json")
     assert cached.returncode == 0, cached.stderr
     assert json.loads(cached.stdout)["cached"] == 2
