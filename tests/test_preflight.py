@@ -176,3 +176,20 @@ def test_a_harness_that_does_not_import_is_said_plainly_with_exit_1(workspace):
     assert result.exit_code == 1, result.output
     assert "every rollout (2) ended in harness_error" in result.output
     assert "harness.py" in result.output and "SyntaxError" in result.output
+
+
+def test_an_llm_editor_without_its_key_stops_evolve_before_round_one(workspace):
+    result = invoke("evolve", "dbbench-base", "--editor", "openai/gpt-4o-mini", "--rounds", "1")
+    assert result.exit_code == 2, result.output
+    assert "--editor" in result.output and "OPENAI_API_KEY" in result.output
+    assert load_workspace(workspace).open_store().rollouts() == []  # nothing ran
+
+
+def test_a_voter_whose_server_is_down_is_named(workspace):
+    base = f"http://127.0.0.1:{_closed_port()}/v1"
+    result = invoke(
+        "route", "--task", "dev-000", "--failures", "abc", "--voter", "openai/v",
+        "--voter-param", f"api_base={base}",
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--voter" in result.output and "cannot reach" in result.output
