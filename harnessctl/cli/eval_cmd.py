@@ -81,7 +81,11 @@ def eval_command(
     yes: YesOption = False,
 ) -> None:
     """Evaluate a harness on a suite split: cached rollouts are served from the store, the
-    rest run in sandboxes; prints success with a 95% interval, outcomes, tokens and cost."""
+    rest run in sandboxes; prints success with a 95% interval, outcomes, tokens and cost.
+    Before a real model's first new rollout it is checked once (a missing key, a refused
+    one, an unknown model or a server that is down: exit 2 in seconds) and the run's cost
+    bound is printed (above the threshold: --yes). Exit 1 when every rollout is a
+    harness_error (said why)."""
     from ..run.evaluate import evaluate
     from ..sandbox import Limits
     from ..workspace import load_workspace
