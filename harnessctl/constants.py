@@ -15,6 +15,7 @@ ENV_POLICY = "HARNESSCTL_POLICY"  # default policy model string
 ENV_DOCKER_FRESH = "HARNESSCTL_DOCKER_FRESH"  # 1: one container per rollout (--fresh-container)
 ENV_GATEWAY_PORT = "HARNESSCTL_GATEWAY_PORT"  # opt-in loopback TCP port for the gateway
 ENV_MODEL_DIR = "HARNESSCTL_MODEL_DIR"  # where the bundled local model's file is kept
+ENV_CONFIRM_USD = "HARNESSCTL_CONFIRM_USD"  # a paid run's cost bound above this asks (--yes)
 
 # Variables that never reach a sandbox, whatever else is passed through.
 SECRET_ENV_PREFIXES = (
@@ -53,6 +54,8 @@ WORKSPACE_FILE = "harnessctl.yaml"
 STATE_DIR = ".harnessctl"
 DEFAULT_ROLLOUTS = 3
 DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_CONFIRM_USD = 5.0
+"""USD above which a paid run's cost bound needs confirmation (``eval --yes``)."""
 DEFAULT_MAX_CALLS = 40
 DEFAULT_MAX_TOKENS = 60_000
 # environment steps per rollout of a host-served environment (its own default wins when set)

@@ -8,7 +8,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .constants import (
     ENV_EXECUTOR,
@@ -52,6 +52,9 @@ class WorkspaceConfig(BaseModel):
     offline test double."""
     suite: str | None = None
     """Default suite directory, relative to the workspace."""
+    confirm_above_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """USD above which a paid run's cost bound (printed before it starts) needs ``--yes`` or a
+    confirmation on the terminal; None: 5. ``HARNESSCTL_CONFIRM_USD`` overrides it."""
 
 
 @dataclass(frozen=True)

@@ -93,8 +93,10 @@ def test_a_harness_that_raises_is_recorded_and_the_run_goes_on(workspace):
         "raise RuntimeError('boom in build_context')",
     )
     result, data = eval_json("crashy", "--rollouts", 1, *task_flags(TASKS[:3]))
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # every rollout a harness_error: said plainly (issue #28)
     assert data["summary"]["outcomes"] == {"harness_error": 3}
+    assert "every rollout (3) ended in harness_error" in result.stderr
+    assert "boom in build_context" in result.stderr
     stored = rows(workspace)
     assert all("boom in build_context" in (r.error or "") for r in stored)
 
@@ -195,9 +197,13 @@ def test_nonsensical_limits_are_refused_naming_the_option(workspace, command, op
 
 
 def test_an_eval_whose_rollouts_all_fail_on_infrastructure_exits_3_and_says_so(workspace):
-    dead = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
-    args = ["eval", "dbbench-base", "--policy", "openai/x", "--param", f"api_base={dead}"]
-    result = invoke(*args, "--param", "api_key=k", "--task", "dev-000", "--rollouts", 1)
+    from tests.openai_stub import Fail, OpenAIStub
+
+    # the server is up (a dead one is refused before any rollout: test_preflight.py) but
+    # every generation fails with a 503, retried, then an infrastructure failure
+    with OpenAIStub(default=Fail(503, "overloaded")) as stub:
+        args = ["eval", "dbbench-base", "--policy", "openai/x", "--param", f"api_base={stub.url}"]
+        result = invoke(*args, "--param", "api_key=k", "--task", "dev-000", "--rollouts", 1)
     assert result.exit_code == 3, result.output
     assert "no rollout finished: nothing to summarise" in result.stdout
     assert "0.0% (0/0)" not in result.stdout

@@ -9,7 +9,7 @@ from harnessctl.evolve.editors import LLMEditor
 from harnessctl.evolve.engine import Engine, EvolveRequest
 from harnessctl.harness import load_harness
 from tests.evolve_helpers import committed_workspace_eval
-from tests.openai_stub import OpenAIStub, Reply
+from tests.openai_stub import Fail, OpenAIStub, Reply
 
 ANCHOR = "        return messages + self.history(state)\n"
 
@@ -178,10 +178,12 @@ def test_evolve_stops_with_exit_3_when_rollouts_fail_on_infrastructure(workspace
         "name: tiny\nenv: dbbench\ntasks: [tasks.jsonl]\nsplits:\n  all: {}\n"
     )
     committed_workspace_eval(workspace, split="test")  # a git repository, as init makes
-    dead = "http://127.0.0.1:9/v1"
-    args = ["evolve", "dbbench-base", "--policy", "openai/x", "--param", f"api_base={dead}"]
-    args += ["--param", "api_key=k", "--suite", "examples/tiny", "--split", "all"]
-    result = CliRunner().invoke(app, [*args, "--rollouts", "1"])
+    # the server is up (one that is down is refused by the preflight, exit 2) but every
+    # generation fails with a 503: retried, then an infrastructure failure
+    with OpenAIStub(default=Fail(503, "overloaded")) as stub:
+        args = ["evolve", "dbbench-base", "--policy", "openai/x", "--param", f"api_base={stub.url}"]
+        args += ["--param", "api_key=k", "--suite", "examples/tiny", "--split", "all"]
+        result = CliRunner().invoke(app, [*args, "--rollouts", "1"])
     assert result.exit_code == 3, result.output
     assert "rollout(s) failed on infrastructure after retries" in result.stderr
     assert "Traceback" not in result.output

@@ -46,9 +46,9 @@ def test_export_verify_load_and_manifest(exported):
 
 def test_rescue_sampler_and_rescue_sim(exported):
     ws, out, _ = exported
-    report = json.loads(
-        cli(ws, "rescue-sim", out, "--split", "test", "--group-size", 3, "--json").stdout
-    )
+    proc = cli(ws, "rescue-sim", out, "--split", "test", "--group-size", 3, "--json")
+    report = json.loads(proc.stdout)  # stdout is pure JSON; progress is on stderr
+    assert "tasks 0/20" in proc.stderr and "tasks 20/20 (100%)" in proc.stderr
     assert report["groups"] == 20
     assert report["all_fail"] > 0 and report["rescued"] > 0
     assert sum(report["by_harness"].values()) > 0
@@ -275,6 +275,32 @@ def test_rescue_with_a_per_rollout_policy_replaces_every_row_from_its_own_rollou
         offset = 5000 if n else 0
         assert row["prompt_ids"] == [i + offset for i in toy_prompt(output.calls[0].messages)]
         assert row["response_ids"][:-1] == [i + offset for i in toy_ids(answer)]
+
+
+def test_rescue_sim_results_are_cached_per_task(exported, tmp_path, monkeypatch):
+    from harnessctl.policy import Policy
+    from harnessctl.pool.api import PoolHarness
+    from harnessctl.pool.simulate import TaskCache, simulate
+
+    ws, out, _ = exported
+    tasks = load_suite(ws / "examples" / "dbbench").tasks("test").tasks[:4]
+    policy = Policy("sim/dbbench")
+    cache, seen = TaskCache(tmp_path / "cache"), []
+    with Pool.load(out) as pool:
+        first = simulate(
+            pool, tasks, policy, group_size=2, cache=cache, progress=lambda *a: seen.append(a)
+        )
+        assert len(list((tmp_path / "cache").rglob("*.json"))) == 4
+
+        def no_rollout(*args, **kwargs):
+            raise AssertionError("a cached task was recomputed")
+
+        monkeypatch.setattr(PoolHarness, "rollout", no_rollout)
+        again = simulate(pool, tasks, policy, group_size=2, cache=cache)
+        with pytest.raises(AssertionError, match="recomputed"):  # other settings, other key
+            simulate(pool, tasks, policy, group_size=3, cache=cache)
+    assert again == first
+    assert seen[0] == ("start", 0, 4) and seen[-1] == ("task", 4, 4)
 
 
 def test_concurrent_and_async_rescue_equal_sequential(exported):

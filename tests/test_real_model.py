@@ -290,18 +290,21 @@ def test_a_server_that_dies_mid_run_is_an_infra_error_and_the_rerun_completes(ws
     assert len(rows) == 2 and {r.id: r.outcome for r in rows if r.id in finished} == finished
 
 
-def test_a_dead_model_server_is_an_infrastructure_error_never_a_task_failure(ws):
-    """The server gone (here: stopped before the run): every call fails to connect, the
-    gateway retries, the rollout is an infrastructure error, retried, then reported with
-    exit 3; nothing is stored as the task's outcome."""
+def test_a_model_server_down_before_the_run_is_refused_in_seconds(ws):
+    """The server gone before the run (stopped here): the preflight finds nothing listening
+    at api_base and the run stops with exit 2 naming it (issue #28), before any rollout or
+    retry; nothing is stored. A server that dies mid-run is an infrastructure error (exit 3,
+    the test above)."""
+    import time
+
     with LocalModel(model_dir=MODEL_DIR) as doomed:
         api_base, name = doomed.api_base, doomed.model
     other = f"sqlite:///{ws.parent / 'dead.db'}"
     args = ["eval", "dbbench-base", *DBBENCH, "--task", "dev-000", *SLOW, "--store", other]
-    result = cli(ws, *args, "--policy", name, "--param", f"api_base={api_base}", code=3)
-    assert "failed on infrastructure" in result.output, result.output[-2000:]
+    started = time.monotonic()
+    result = cli(ws, *args, "--policy", name, "--param", f"api_base={api_base}", code=2)
+    assert time.monotonic() - started < 30
+    assert "cannot reach the model's server" in result.output, result.output[-2000:]
+    assert api_base in result.output
     db = load_workspace(ws).open_store(other)
-    assert db.rollouts() == []
-    attempts = db.attempts()
-    assert attempts and {a.outcome for a in attempts} == {"infra_error"}
-    assert any("Connection" in (a.error or "") for a in attempts), [a.error for a in attempts]
+    assert db.rollouts() == [] and db.attempts() == []

@@ -26,6 +26,7 @@ from .options import (
     policy_of,
     pool_arg,
 )
+from .preflight_view import YesOption
 
 HarnessArg = Annotated[str, typer.Argument(help="Harness directory, or a name under harnesses/.")]
 MaxCallsOption = Annotated[
@@ -77,12 +78,18 @@ def eval_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
     router: RouterOption = None,
+    yes: YesOption = False,
 ) -> None:
     """Evaluate a harness on a suite split: cached rollouts are served from the store, the
-    rest run in sandboxes; prints success with a 95% interval, outcomes, tokens and cost."""
+    rest run in sandboxes; prints success with a 95% interval, outcomes, tokens and cost.
+    Before a real model's first new rollout it is checked once (a missing key, a refused
+    one, an unknown model or a server that is down: exit 2 in seconds) and the run's cost
+    bound is printed (above the threshold: --yes). Exit 1 when every rollout is a
+    harness_error (said why)."""
     from ..run.evaluate import evaluate
     from ..sandbox import Limits
     from ..workspace import load_workspace
+    from .preflight_view import cost_gate
     from .progress import rollout_progress
     from .render import err_console
     from .summary_view import render_eval
@@ -106,13 +113,54 @@ def eval_command(
     db = ws.open_store(store)
     if router is not None:
         return _routed(ws, db, request, router, as_json=as_json)
-    with rollout_progress(err_console(), enabled=not as_json) as progress:
-        result = evaluate(request, db, progress=progress)
+    with rollout_progress(err_console()) as progress:
+        result = evaluate(
+            request, db, progress=progress, before_run=cost_gate(ws, request, yes=yes)
+        )
     render_eval(spec, request, result, as_json=as_json)
     if result.infra_failed:
         raise typer.Exit(3)
-    if result.problems:
+    if harness_broken(spec, result) or result.problems:
         raise typer.Exit(1)
+
+
+def harness_broken(spec, result) -> bool:
+    """Whether every rollout of the eval is a ``harness_error``; if so, say so plainly on
+    stderr: the file that does not compile (compiled, never run: harness code is untrusted),
+    else a rollout to look at."""
+    from ..outcomes import Outcome
+    from .render import err_console, escape
+
+    rows = result.rows
+    if not rows or any(r.outcome != Outcome.HARNESS_ERROR for r in rows):
+        return False
+    why = _syntax_error(spec.path)
+    first = (rows[0].error or "").strip().splitlines()
+    said = "".join(c for c in (first[-1] if first else "") if c.isprintable())[:200]
+    detail = (
+        f"it does not import: {why}"
+        if why
+        else f"its code raises ({said or 'no error text'}; see `harnessctl show {rows[0].id[:12]}`)"
+    )
+    err_console().print(
+        f"[bold red]error:[/] every rollout ({len(rows)}) ended in harness_error: harness "
+        f"{escape(spec.name)} is broken, {escape(detail)}",
+        soft_wrap=True,
+    )
+    return True
+
+
+def _syntax_error(root) -> str | None:
+    """The first ``file:line: message`` of a Python file of the harness that fails to
+    compile, else None."""
+    for path in sorted(root.rglob("*.py")):
+        try:
+            compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            return f"{path.relative_to(root)}:{exc.lineno}: SyntaxError: {exc.msg}"
+        except (OSError, ValueError) as exc:
+            return f"{path.relative_to(root)}: {exc}"
+    return None
 
 
 def _routed(ws, db, request, pool: str, *, as_json: bool) -> None:
@@ -125,7 +173,7 @@ def _routed(ws, db, request, pool: str, *, as_json: bool) -> None:
     from .route_view import render_routed
 
     specs = pool_specs(ws, pool_arg(pool), lineage_of=request.harness)
-    with rollout_progress(err_console(), enabled=not as_json) as progress:
+    with rollout_progress(err_console()) as progress:
         result = routed_eval(request, specs, db, progress=progress)
     if as_json:
         print_result(RoutedEvalRecord.of(request.harness.name, request.policy.id, result))

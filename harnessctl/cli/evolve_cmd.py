@@ -109,8 +109,8 @@ def evolve_command(
         editor_retries=editor_retries, max_edits=max_edits, max_editor_cost=max_editor_cost
     )
     request = evolve_request(ws, evaluation, directions, editor, editor_param, **judge, **stops)
-    log = direction_log(enabled=not as_json)
-    with rollout_progress(err_console(), enabled=not as_json) as progress:
+    log = direction_log(enabled=True)  # stderr: --json keeps stdout pure
+    with rollout_progress(err_console()) as progress:
         result = Engine(request, ws, ws.open_store(store), log=log, progress=progress).run()
     render_evolve_result(spec, result, split=split, as_json=as_json)
 
@@ -128,4 +128,9 @@ def evolve_request(ws, evaluation, directions: str | None, editor: str, editor_p
     chosen = select(directions.split(",") if directions else None, catalogue(family, ws.root))
     params = parse_params(editor_param or [])
     tool = make_editor(editor, workspace=ws.root, family=family, params=params)
+    model = getattr(tool, "model", None)
+    if isinstance(model, str):  # an LLM editor: a missing key stops evolve before round 1
+        from ..gateway.preflight import preflight
+
+        preflight(model, dict(getattr(tool, "params", {}) or {}), option="--editor")
     return EvolveRequest(base=spec, eval=evaluation, directions=chosen, editor=tool, **settings)

@@ -5,18 +5,19 @@ from typing import Annotated
 
 import typer
 
-from .options import JsonOption, StoreOption
+from .options import JsonOption, StoreOption, finite
 
 
 def export_edits_command(
     out: Annotated[Path, typer.Option(help="Output directory.")],
     evolve_id: Annotated[str | None, typer.Option(help="Only edits of this evolve run.")] = None,
     test_fraction: Annotated[
-        float, typer.Option(min=0.0, max=1.0, help="Share of tasks held out.")
+        float, typer.Option(min=0.0, max=1.0, callback=finite, help="Share of tasks held out.")
     ] = 0.2,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the task split.")] = 0,
     min_reward: Annotated[
-        float, typer.Option(help="SFT keeps accepted edits with at least this reward.")
+        float,
+        typer.Option(callback=finite, help="SFT keeps accepted edits with at least this reward."),
     ] = 1e-9,
     store: StoreOption = None,
     as_json: JsonOption = False,

@@ -7,6 +7,7 @@ imported at module level: ``--help`` reads these.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -79,15 +80,37 @@ RayAddressOption = Annotated[
 ]
 
 
+def finite(value: float | None) -> float | None:
+    """An option callback: the value must be a finite number (``nan`` and ``inf`` parse as
+    floats, and then compare false with everything or make every limit void)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
 def positive(value: float | None) -> float | None:
-    """An option callback: the value must be above 0 (a limit of 0 or less means nothing)."""
+    """An option callback: the value must be finite and above 0 (a limit of 0 or less
+    means nothing)."""
+    finite(value)
     if value is not None and value <= 0:
         raise typer.BadParameter(f"{value} is not above 0")
     return value
 
 
+MAX_TIMEOUT_S = 1800.0
+"""The largest ``--timeout``: 30 minutes of a harness's own time per rollout."""
+
+
+def rollout_timeout(value: float) -> float:
+    """An option callback for ``--timeout``: finite, above 0, at most :data:`MAX_TIMEOUT_S`."""
+    positive(value)
+    if value > MAX_TIMEOUT_S:
+        raise typer.BadParameter(f"{value:g} is above the limit of {MAX_TIMEOUT_S:g} s (30 min)")
+    return value
+
+
 def unit_open(value: float) -> float:
-    """An option callback: the value must lie in (0, 1]."""
+    """An option callback: the value must lie in (0, 1] (``nan`` does not)."""
     if not 0 < value <= 1:
         raise typer.BadParameter(f"{value} is not in (0, 1]")
     return value
@@ -96,9 +119,9 @@ def unit_open(value: float) -> float:
 TimeoutOption = Annotated[
     float,
     typer.Option(
-        callback=positive,
-        help="Wall-clock seconds per rollout of the harness's own time (above 0): time "
-        "waiting on model calls and environment steps is not counted (up to 30 min).",
+        callback=rollout_timeout,
+        help="Wall-clock seconds per rollout of the harness's own time (above 0, at most "
+        "1800 = 30 min): time waiting on model calls and environment steps is not counted.",
     ),
 ]
 StoreOption = Annotated[

@@ -36,6 +36,7 @@ def export_pool_command(
     """Freeze the base and its siblings into a verifiable pool: harness trees, profiles,
     manifest (pool id, hashes, git commits, roles, router config) and SHA256SUMS, plus a
     single-file archive. Refuses harnesses with uncommitted changes."""
+    from ..errors import ConfigError
     from ..pool.export import check_committed, export_pool
     from ..profiles.runner import load_profiles
     from ..workspace import load_workspace
@@ -52,7 +53,12 @@ def export_pool_command(
             for spec in ws.harnesses()
             if db.profiles(harness_hash=spec.hash, policy_id=pol.id, suite=loaded.name)
         ]
-    base_spec = ws.base_harness(base, [s.name for s in specs])
+    try:
+        base_spec = ws.base_harness(base, [s.name for s in specs])
+    except ConfigError:
+        if suite is None:  # the real cause may be the missing --suite: name it first
+            _one_environment(ws, harnesses)
+        raise
     aux = [s for s in specs if s.hash != base_spec.hash]
     check_committed(ws.root, [base_spec, *aux])  # before profiles: name the real problem
     profiles = load_profiles(db, [base_spec, *aux], policy_id=pol.id, suite=loaded.name)
@@ -67,6 +73,22 @@ def export_pool_command(
         suite=loaded.name,
     )
     render_exported(path, as_json=as_json)
+
+
+def _one_environment(ws, harnesses: list[str] | None) -> None:
+    """Without --suite, when no base could be chosen: the harnesses (given, else the
+    workspace's) of several environments mean --suite is what is missing (the default suite
+    is one environment's; --base alone was blamed before)."""
+    from ..errors import ConfigError
+
+    specs = [ws.load_harness(h) for h in harnesses] if harnesses else ws.harnesses()
+    kinds = sorted({s.manifest.env for s in specs})
+    if len(kinds) > 1:
+        raise ConfigError(
+            "--suite",
+            f"--suite is missing: the harnesses here are of several environments "
+            f"({', '.join(kinds)}); pass --suite for the one whose pool to export",
+        )
 
 
 def render_exported(path: Path, *, as_json: bool) -> None:
@@ -130,19 +152,26 @@ def rescue_sim_command(
     as_json: JsonOption = False,
 ) -> None:
     """Run the rescue rule over a suite: how many all-fail groups were rescued, by which
-    harness, at what extra rollout cost."""
+    harness, at what extra rollout cost. Each task's result is cached in the workspace
+    (.harnessctl/rescue-sim/): a rerun recomputes nothing, an interrupted one resumes."""
     from ..pool import Pool
-    from ..pool.simulate import simulate
+    from ..pool.simulate import TaskCache, simulate
     from ..workspace import load_workspace
-    from .render import console, escape, print_result
+    from .progress import rollout_progress
+    from .render import console, err_console, escape, print_result
 
     ws = load_workspace()
     loaded = ws.load_suite(suite)
     pol = policy_of(ws, policy, param, loaded.config.env)
-    with Pool.load(pool_dir, sandbox=sandbox) as pool:
+    cache = TaskCache(ws.state_dir / "rescue-sim")
+    with (
+        Pool.load(pool_dir, sandbox=sandbox) as pool,
+        rollout_progress(err_console(), what="tasks") as progress,
+    ):
         report = simulate(
-            pool, loaded.tasks(split).tasks, pol, group_size=group_size, k=k, seed=seed
-        )
+            pool, loaded.tasks(split).tasks, pol, group_size=group_size, k=k, seed=seed,
+            cache=cache, progress=progress,
+        )  # fmt: skip
     if as_json:
         print_result(report)
         return

@@ -9,16 +9,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 
 @contextmanager
-def rollout_progress(console: Console, enabled: bool = True) -> Iterator:
-    """A progress callback ``(event, done, total)`` backed by a rich progress bar."""
+def rollout_progress(console: Console, enabled: bool = True, what: str = "rollouts") -> Iterator:
+    """A progress callback ``(event, done, total)`` counting ``what``: a live rich progress
+    bar on a terminal, plain lines when not (a log, a CI job, ``--json`` piped: the
+    console is stderr's, so stdout stays pure JSON)."""
     if not enabled:
         yield None
         return
     if not console.is_terminal:  # a log file or a CI job: plain lines, now and then
-        yield plain_progress(console)
+        yield plain_progress(console, what=what)
         return
     bar = Progress(
-        TextColumn("[bold]rollouts"),
+        TextColumn(f"[bold]{what}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
@@ -30,7 +32,7 @@ def rollout_progress(console: Console, enabled: bool = True) -> Iterator:
     def update(event: str, done: int, total: int) -> None:
         nonlocal task_id
         if task_id is None:
-            task_id = bar.add_task("rollouts", total=total)
+            task_id = bar.add_task(what, total=total)
         bar.update(task_id, completed=done, total=total)
 
     with bar:
@@ -42,10 +44,13 @@ PLAIN_EVERY_S = 10.0
 
 
 def plain_progress(
-    console: Console, every_s: float = PLAIN_EVERY_S, clock: Callable[[], float] = time.monotonic
+    console: Console,
+    every_s: float = PLAIN_EVERY_S,
+    clock: Callable[[], float] = time.monotonic,
+    what: str = "rollouts",
 ) -> Callable[[str, int, int], None]:
-    """A progress callback that prints ``rollouts N/M (P%), Ts elapsed`` at the start, at
-    most every ``every_s`` seconds, and when the last rollout is done."""
+    """A progress callback that prints ``rollouts N/M (P%), Ts elapsed`` (``what`` in place
+    of rollouts) at the start, at most every ``every_s`` seconds, and when the last is done."""
     started = clock()
     last = [-every_s]
 
@@ -55,8 +60,20 @@ def plain_progress(
             return
         last[0] = now
         share = 100 * done / total if total else 100.0
-        console.print(
-            f"rollouts {done}/{total} ({share:.0f}%), {now:.0f}s elapsed", highlight=False
-        )
+        console.print(f"{what} {done}/{total} ({share:.0f}%), {now:.0f}s elapsed", highlight=False)
 
     return update
+
+
+@contextmanager
+def stage(console: Console, text: str) -> Iterator[None]:
+    """Progress of a step that has no count (reading the store, rendering a report): a
+    spinner on a terminal, else a line when it starts and one when it ends, with its time."""
+    started = time.monotonic()
+    if console.is_terminal:
+        with console.status(text):
+            yield
+        return
+    console.print(f"{text}...", highlight=False)
+    yield
+    console.print(f"{text}: done in {time.monotonic() - started:.1f}s", highlight=False)

@@ -19,6 +19,7 @@ from .options import (
     SuiteOption,
     WorkersOption,
     eval_request,
+    finite,
     placement,
     policy_of,
 )
@@ -33,10 +34,12 @@ SeedOffsetOption = Annotated[
     int, typer.Option(help="Shift the baseline's seeds (fresh rollouts, same count).")
 ]
 MinDropOption = Annotated[
-    float, typer.Option(min=0.0, max=1.0, help="Overall drop that may fail a test.")
+    float,
+    typer.Option(min=0.0, max=1.0, callback=finite, help="Overall drop that may fail a test."),
 ]
 CategoryDropOption = Annotated[
-    float, typer.Option(min=0.0, max=1.0, help="Per-category drop that may fail a test.")
+    float,
+    typer.Option(min=0.0, max=1.0, callback=finite, help="Per-category drop that may fail a test."),
 ]
 FlipsOption = Annotated[
     bool, typer.Option(help="Fail when a task flips from always-success to never.")
@@ -91,10 +94,10 @@ def test_command(
     )
     db = ws.open_store(store)
     if update_baseline:
-        _update_baselines(ws, specs, template, db, root, quiet=as_json)
+        _update_baselines(ws, specs, template, db, root)
         raise typer.Exit(0)
     thresholds = runner.Thresholds(min_drop, category_min_drop, fail_on_flips)
-    with rollout_progress(err_console(), enabled=not as_json) as progress:
+    with rollout_progress(err_console()) as progress:
         result = runner.run_regression(
             specs, template, db, root, thresholds, split=split, seed_offset=seed_offset,
             progress=progress,
@@ -103,14 +106,14 @@ def test_command(
     raise typer.Exit(3 if result.infra_failed else 1 if result.failed else 0)
 
 
-def _update_baselines(ws, specs, template, db, root: Path, *, quiet: bool) -> None:
+def _update_baselines(ws, specs, template, db, root: Path) -> None:
     """``test --update-baseline``: re-profile, write the baselines, commit them."""
     from ..regress import runner
     from .progress import rollout_progress
     from .render import console, err_console, escape
     from .written import commit_written
 
-    with rollout_progress(err_console(), enabled=not quiet) as progress:
+    with rollout_progress(err_console()) as progress:
         paths = runner.update_baselines(specs, template, db, ws, root, progress)
     for path in paths:
         console().print(f"wrote {escape(str(path))}")

@@ -44,17 +44,21 @@ def report_command(
         from ..suite import load_suite
 
         suite_id = load_suite(Path(suite)).id
-    result = write_report(
-        ws.open_store(store),
-        ws.harnesses_dir,
-        out,
-        policy_id=policy or ws.config.policy,  # else the policy with most rollouts
-        suite=suite_id,
-        split=split,
-        base=base,
-        per_cell=per_cell,
-        max_embedded=max_embedded,
-    )
+    from .progress import stage
+    from .render import err_console, escape
+
+    with stage(err_console(), escape(f"report: reading the store and writing {out}")):
+        result = write_report(
+            ws.open_store(store),
+            ws.harnesses_dir,
+            out,
+            policy_id=policy or ws.config.policy,  # else the policy with most rollouts
+            suite=suite_id,
+            split=split,
+            base=base,
+            per_cell=per_cell,
+            max_embedded=max_embedded,
+        )
     render_report(result, as_json=as_json)
 
 

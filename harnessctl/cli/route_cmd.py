@@ -57,6 +57,11 @@ def route_command(
         raise typer.BadParameter("--failures names no rollout")
     params = parse_params(voter_param or [])
     voters = [Voter(m, params, voter_timeout) for m in voter or []]
+    if voters:  # a voter that cannot answer (no key, server down) is a usage error
+        from ..gateway.preflight import preflight
+
+        for v in voters:
+            preflight(v.model, dict(v.params), option="--voter")
     candidates = pool_arg(pool) if pool else None
     result = route_failures(ws, db, task, ids, pool=candidates, k=k, voters=voters)
     if as_json:

@@ -27,10 +27,22 @@ def show_command(
     render_trajectory(console(), row, trajectory)
 
 
+def known_outcome(value: str | None) -> str | None:
+    """An option callback: ``--outcome`` must name an outcome (an unknown one would only
+    print an empty table)."""
+    from ..outcomes import ALL_OUTCOMES
+
+    if value is not None and value not in ALL_OUTCOMES:
+        raise typer.BadParameter(f"{value!r} is not an outcome; one of: {', '.join(ALL_OUTCOMES)}")
+    return value
+
+
 def rollouts_command(
     harness: Annotated[str | None, typer.Option(help="Only this harness name.")] = None,
     task: Annotated[str | None, typer.Option(help="Only this task id.")] = None,
-    outcome: Annotated[str | None, typer.Option(help="Only this outcome.")] = None,
+    outcome: Annotated[
+        str | None, typer.Option(callback=known_outcome, help="Only this outcome.")
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 20,
     attempts: Annotated[
         bool,

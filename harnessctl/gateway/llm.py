@@ -1,6 +1,10 @@
 """The one module that imports litellm: a single model call with harnessctl's own retries.
 
-litellm takes ~4 s to import, so it is imported on first use and cached. Retries belong to
+One entry point, :func:`complete`, with two providers behind it: litellm for every real
+model, and the offline test doubles (``sim/*``, ``replay/*``) answered directly by
+:func:`harnessctl.policies.serve.offline_reply` (the function litellm's custom provider for
+them wraps too), so an offline run never pays litellm's import (docs/decisions.md).
+litellm takes ~4-7 s to import, so it is imported on first use and cached. Retries belong to
 harnessctl, not to litellm or the openai SDK (both are switched off per call), so that the number
 of upstream attempts is known, recorded and deterministic.
 """
@@ -133,6 +137,10 @@ def complete(
     send it to OpenAI-style APIs). ``drop_params`` defaults to True: a sampling setting the
     provider does not support (say ``seed``) is dropped instead of failing the rollout.
     """
+    from harnessctl.policies import is_offline
+
+    if is_offline(model):
+        return _complete_offline(model, messages, params, metadata)
     litellm = get_litellm()
     kwargs: dict[str, Any] = {"drop_params": True, **params}
     kwargs.update(model=model, messages=messages, timeout=timeout_s, num_retries=0, max_retries=0)
@@ -166,6 +174,34 @@ def complete(
         f"{model}: upstream failed {attempts} time(s); last error: {type(last).__name__}: {last}",
         attempts=attempts,
     ) from last
+
+
+def _complete_offline(
+    model: str,
+    messages: list[dict[str, Any]],
+    params: dict[str, Any],
+    metadata: dict[str, Any] | None,
+) -> Completion:
+    """An offline test double's reply as a :class:`Completion` (free, one attempt); a
+    request it cannot answer is a 400, as from a real provider."""
+    from harnessctl.policies.serve import OfflineRequestError, offline_reply
+
+    started = time.monotonic()
+    try:
+        reply = offline_reply(model, messages, params, metadata)
+    except OfflineRequestError as exc:
+        raise ModelRequestError(f"{model}: {exc}", attempts=1, status_code=400) from None
+    return Completion(
+        content=reply.content or "",
+        prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens,
+        cost_usd=0.0,
+        latency_s=time.monotonic() - started,
+        attempts=1,
+        finish_reason=reply.finish_reason,
+        model=reply.model,
+        tool_calls=reply.tool_calls,
+    )
 
 
 def _raise_if_final(litellm: ModuleType, exc: Exception, attempt: int, model: str) -> None:

@@ -1,18 +1,16 @@
-"""The litellm custom provider behind every offline TEST DOUBLE policy (``sim/*``, ``replay/*``).
+"""The litellm custom provider of the offline TEST DOUBLE policies (``sim/*``, ``replay/*``),
+for code that calls ``litellm.completion(model="sim/dbbench", ...)`` itself.
 
 Imported lazily by :func:`harnessctl.policies.register_providers` because it imports litellm.
-The gateway calls ``litellm.completion(model="sim/dbbench", ...)`` exactly as for a real model;
-this handler resolves the offline policy by name (:data:`harnessctl.policies.OFFLINE_POLICIES`),
-looks up the view of the task its channel registered for the rollout id the gateway puts in
+The reply is :func:`.serve.offline_reply`'s, the same function the gateway calls directly
+(without importing litellm, docs/decisions.md): it resolves the offline policy by name, looks
+up the view of the task its channel registered for the rollout id in
 ``metadata["harnessctl"]``, and answers with the policy's reply: text, or function calls when
 the request carried ``tools``. Replies, usage and ids are deterministic; the cost is zero.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
@@ -26,8 +24,9 @@ from litellm.types.utils import (
     Usage,
 )
 
-from . import OfflineParamError, get_offline_policy, oracle
-from .sim_signals import read_history, text_of
+from .serve import OfflineRequestError, estimate_tokens, offline_reply
+
+__all__ = ["ZERO_PRICE", "OfflineProvider", "estimate_tokens", "model_info", "respond"]
 
 ZERO_PRICE = {
     "input_cost_per_token": 0.0,
@@ -41,44 +40,6 @@ ZERO_PRICE = {
 }
 
 
-def estimate_tokens(texts: list[str]) -> int:
-    """ceil(chars / 4) + 4 per message: close enough to a real tokenizer for budgets."""
-    return sum(math.ceil(len(t) / 4) + 4 for t in texts)
-
-
-def _seed(tags: Mapping[str, Any], optional_params: Mapping[str, Any]) -> int:
-    raw = tags.get("seed", optional_params.get("seed", 0))
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        raise CustomLLMError(status_code=400, message=f"seed {raw!r} is not an integer") from None
-
-
-def _params(optional_params: Mapping[str, Any]) -> dict[str, Any]:
-    """The call's parameters with ``extra_body`` merged in (where litellm puts unknown ones)."""
-    params = dict(optional_params)
-    extra = params.pop("extra_body", None)
-    if isinstance(extra, Mapping):
-        params.update(extra)
-    return params
-
-
-def tool_call_objects(calls: list[dict[str, Any]], digest: str) -> list[Any]:
-    """OpenAI tool calls (``{"name", "arguments"}`` dicts) as litellm message objects."""
-    out = []
-    for i, call in enumerate(calls):
-        arguments = call.get("arguments", {})
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        out.append(
-            ChatCompletionMessageToolCall(
-                id=call.get("id") or f"call_{digest[:12]}_{i}",
-                type="function",
-                function=Function(name=call["name"], arguments=text),
-            )
-        )
-    return out
-
-
 def respond(
     provider: str,
     model: str,
@@ -87,53 +48,33 @@ def respond(
     optional_params: Mapping[str, Any],
     litellm_params: Mapping[str, Any] | None,
 ) -> ModelResponse:
-    """Fill ``model_response`` with the offline policy ``provider/model``'s reply."""
-    name = f"{provider}/{model}"
+    """Fill ``model_response`` with the offline policy ``provider/model``'s reply
+    (:func:`.serve.offline_reply`, the one implementation the gateway also calls directly)."""
     try:
-        policy = get_offline_policy(name)
-    except Exception as exc:  # unknown name: the request is wrong, say which exist
-        raise CustomLLMError(status_code=400, message=str(exc)) from None
-    metadata = (litellm_params or {}).get("metadata") or {}
-    tags = metadata.get("harnessctl") if isinstance(metadata, Mapping) else None
-    tags = tags if isinstance(tags, Mapping) else {}
-    rollout_id = str(tags.get("rollout_id") or "")
-    view = oracle.lookup(rollout_id) if rollout_id else None
-    if view is None:
-        raise CustomLLMError(
-            status_code=400,
-            message=(
-                f"{name} is an oracle-backed test double and found no task view for rollout "
-                f"{rollout_id or '(none)'}: run it through a rollout session (or register one "
-                "with harnessctl.policies.offline_channel)"
-            ),
+        reply = offline_reply(
+            f"{provider}/{model}",
+            messages,
+            optional_params,
+            (litellm_params or {}).get("metadata") or {},
         )
-    params = _params(optional_params)
-    tools = params.pop("tools", None) or []
-    try:
-        reply = policy.reply(view, messages, _seed(tags, optional_params), params, tools)
-    except OfflineParamError as exc:
-        raise CustomLLMError(status_code=400, message=f"{name}: {exc}") from None
-    content, calls = (
-        (reply, []) if isinstance(reply, str) else (reply.get("content"), reply["tool_calls"])
-    )
-
-    prompt_texts = [text_of(m.get("content") if isinstance(m, dict) else m) for m in messages or []]
-    call_index = tags.get("call_index", read_history(messages).turn)
-    digest = hashlib.sha256(f"{rollout_id}:{call_index}".encode()).hexdigest()[:24]
+    except OfflineRequestError as exc:
+        raise CustomLLMError(status_code=400, message=str(exc)) from None
     message = model_response.choices[0].message
-    message.content = content
-    if calls:
-        message.tool_calls = tool_call_objects(calls, digest)
-    model_response.choices[0].finish_reason = "tool_calls" if calls else "stop"
-    model_response.model = name
-    model_response.id = f"simcmpl-{digest}"
-    reply_text = (content or "") + "".join(json.dumps(c) for c in calls)
-    prompt_tokens = estimate_tokens(prompt_texts)
-    completion_tokens = estimate_tokens([reply_text])
+    message.content = reply.content
+    if reply.tool_calls:
+        message.tool_calls = [
+            ChatCompletionMessageToolCall(
+                id=c["id"], type="function", function=Function(**c["function"])
+            )
+            for c in reply.tool_calls
+        ]
+    model_response.choices[0].finish_reason = "tool_calls" if reply.tool_calls else "stop"
+    model_response.model = reply.model
+    model_response.id = reply.id
     model_response.usage = Usage(  # type: ignore[attr-defined]
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        total_tokens=prompt_tokens + completion_tokens,
+        prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens,
+        total_tokens=reply.prompt_tokens + reply.completion_tokens,
     )
     return model_response
 

@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..constants import INFRA_RETRIES
@@ -27,6 +28,7 @@ from ..sandbox import Limits
 from ..suite import Suite
 from ..summary import EvalRecord, SkippedTask, Summary, summarize
 from .budget import resolve_budgets
+from .checks import check_policy_environment, check_task_ids
 from .executor import EXECUTORS, Pending, Progress, check_executor
 
 CLAIM_POLL_S = 1.0
@@ -127,16 +129,26 @@ def budget_key(request: EvalRequest) -> str:
     return json.dumps(budget, sort_keys=True, separators=(",", ":"))
 
 
-def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> EvalResult:
-    """Run (or serve from the store) every rollout of the request."""
+def evaluate(
+    request: EvalRequest,
+    store,
+    progress: Progress | None = None,
+    before_run: Callable[[int], None] | None = None,
+) -> EvalResult:
+    """Run (or serve from the store) every rollout of the request. When some must run, a
+    real model is first checked with one minimal call (``gateway.preflight``: exit 2 in
+    seconds on a missing key or a dead server), then ``before_run(pending)`` is called (the
+    CLI's cost estimate and confirmation); a fully cached run does neither."""
     from ..store import HarnessRow, RunRow
 
     check_executor(request.executor)
     suite = request.suite
     check_environment(request.harness, suite.config.env)
+    check_policy_environment(request.policy.model, suite.config.env)
     taskset = suite.tasks(request.split)
     tasks = taskset.tasks
     if request.task_ids:
+        check_task_ids(request.task_ids, [t.id for t in tasks], request.split)
         wanted = set(request.task_ids)
         tasks = [t for t in tasks if t.id in wanted]
     # everything that can change an outcome besides harness, task, policy id and seed
@@ -157,6 +169,12 @@ def evaluate(request: EvalRequest, store, progress: Progress | None = None) -> E
     ]
     found = store.get_by_cache_keys([j.cache_key for j in jobs])
     pending = [j for j in jobs if j.cache_key not in found]
+    if pending:
+        from ..gateway.preflight import preflight
+
+        preflight(request.policy.model, request.policy.call_params)
+        if before_run is not None:
+            before_run(len(pending))
     store.mark_dead_runs()  # a killed run's claims are free again
     store.upsert_harness(
         HarnessRow(

@@ -45,6 +45,8 @@ def check_executor(name: str) -> None:
 
 def session_options(request) -> dict:
     """Keyword arguments of the ``RolloutSession`` that runs ``request``'s rollouts."""
+    from ..policies import is_offline
+
     return {
         "sandbox": request.sandbox,
         "limits": request.limits,
@@ -52,6 +54,7 @@ def session_options(request) -> dict:
         "max_tokens": request.max_tokens,
         "upstream_retries": request.upstream_retries,
         "upstream_backoff_s": request.upstream_backoff_s,
+        "real_model": not is_offline(request.policy.model),
         # the suite names its container image; other backends take neither option
         "sandbox_options": (
             {"image": request.suite.image, "fresh": request.fresh_container or None}

@@ -94,8 +94,12 @@ class RolloutSession:
         upstream_retries: int = 3,
         upstream_backoff_s: float = 0.5,
         sandbox_options: dict | None = None,
+        real_model: bool = True,
     ) -> None:
+        """``real_model``: whether the rollouts call a real model (litellm is then imported
+        at ``start``, before any rollout's clock); False for offline test doubles only."""
         self.env = env
+        self.real_model = real_model
         self.sandbox_name = sandbox
         self.sandbox_options = dict(sandbox_options or {})
         self.limits = limits or Limits()
@@ -125,8 +129,10 @@ class RolloutSession:
             backoff_s=self.upstream_backoff_s,
         )
         self.sandbox: Sandbox = get_sandbox(self.sandbox_name, **self.sandbox_options)
-        # litellm takes seconds to import: pay it before the clock of any rollout starts
-        get_litellm()
+        # litellm (seconds to import) only for a real model, before any rollout's clock
+        # starts; offline test doubles are answered without it (gateway.llm)
+        if self.real_model:
+            get_litellm()
         self.gateway.start()
         socket = self.gateway.socket_path
         self.sandbox.start(socket.parent if socket else None)

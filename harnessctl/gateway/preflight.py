@@ -1,0 +1,199 @@
+"""Preflight: one minimal model call before the first rollout of a real model, so that a
+missing key, an unknown model or a server that is down stops a run in seconds (exit 2, the
+cause named) instead of being retried as infrastructure on every rollout.
+
+A real model only: offline test doubles (``sim/*``, ``replay/*``) make no call, and a run
+whose rollouts are all in the store never gets here (the caller checks only when something
+runs). A policy that passed is not checked again in the same process (evolve and profile
+evaluate many times). Also :func:`estimate`: what a run of N rollouts can cost at most.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+
+PREFLIGHT_TIMEOUT_S = 20.0
+"""Seconds the one preflight call may take (a server that is down answers at once)."""
+_PING = [{"role": "user", "content": "Reply with the word OK."}]
+_passed: set[str] = set()
+_lock = threading.Lock()
+_log = logging.getLogger(__name__)
+
+
+def _identity(model: str, params: dict[str, Any]) -> str:
+    blob = json.dumps([model, params], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()  # credentials hashed, never kept
+
+
+def _offline(model: str) -> bool:
+    from ..policies import is_offline
+
+    return is_offline(model)
+
+
+def missing_credentials(model: str, params: dict[str, Any]) -> list[str]:
+    """The environment variables litellm says ``model`` needs and that are not set; none
+    when the call itself carries a key or goes to a server of its own (``api_base``)."""
+    if any(k in params for k in ("api_key", "api_base", "base_url")):
+        return []
+    from .llm import get_litellm
+
+    try:
+        found = get_litellm().validate_environment(model=model)
+    except Exception:  # a provider litellm cannot check: the call itself will tell
+        return []
+    return [str(k) for k in found.get("missing_keys") or []]
+
+
+def preflight(model: str, params: dict[str, Any], *, option: str = "--policy") -> None:
+    """Check that ``model`` answers a one-token call with ``params`` (the run's own: sampling
+    settings, ``api_base``, credentials). ``ConfigError`` naming ``option`` and the cause
+    when the credentials are missing, the provider refuses (auth, unknown model) or the
+    server cannot be reached; a rate limit or a server error lets the run go on (its
+    rollouts retry those)."""
+    if _offline(model):
+        return
+    key = _identity(model, params)
+    with _lock:
+        if key in _passed:
+            return
+    missing = missing_credentials(model, params)
+    if missing:
+        raise ConfigError(
+            option,
+            f"{model}: missing credentials: set {' and '.join(missing)} in the environment "
+            "(or pass -p api_key=... for this run)",
+        )
+    base = params.get("api_base") or params.get("base_url")
+    if base and _listed(model, str(base), params.get("api_key"), option):
+        with _lock:
+            _passed.add(key)
+        return
+    import openai
+
+    from .llm import ContextWindowError, ModelRequestError, UpstreamError, complete
+
+    where = f" at {params['api_base']}" if params.get("api_base") else ""
+    try:
+        complete(
+            model,
+            list(_PING),
+            {**params, "max_tokens": 1},
+            timeout_s=PREFLIGHT_TIMEOUT_S,
+            retries=0,
+        )
+    except ContextWindowError:
+        pass  # the model answered; the window is the run's business
+    except ModelRequestError as exc:
+        raise ConfigError(option, f"a one-token test call was refused{where}: {exc}") from None
+    except UpstreamError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, openai.APIConnectionError):  # refused, unresolvable, timed out
+            raise ConfigError(
+                option,
+                f"{model}: cannot reach the model's server{where} "
+                f"({type(cause).__name__}: {cause}); is it running?",
+            ) from None
+        _log.warning("preflight of %s: %s (the run goes on; its calls retry)", model, exc)
+    except Exception as exc:  # litellm's own refusal before any request (bad model string)
+        raise ConfigError(option, f"{model}: {type(exc).__name__}: {exc}") from None
+    with _lock:
+        _passed.add(key)
+
+
+def _listed(model: str, base: str, api_key: Any, option: str) -> bool:
+    """Check an OpenAI-compatible server of the run's own (``api_base``) by its model list
+    (``GET /models``: no generation, nothing counted against anything): True when it
+    answers, ``ConfigError`` when it cannot be reached or refuses the key, False when it has
+    no model list (the one-token call decides then)."""
+    import urllib.error
+    import urllib.request
+
+    url = base.rstrip("/") + "/models"
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(request, timeout=PREFLIGHT_TIMEOUT_S) as response:
+            body = response.read(1_000_000)
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise ConfigError(
+                option, f"{model}: the server at {base} refused the credentials (HTTP {exc.code})"
+            ) from None
+        return False
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ConfigError(
+            option, f"{model}: cannot reach the model's server at {base} ({reason}); is it running?"
+        ) from None
+    try:
+        served = {str(m.get("id")) for m in json.loads(body).get("data") or []}
+    except (ValueError, AttributeError, TypeError):
+        return True  # it answered; what it lists is not ours to judge
+    name = model.split("/", 1)[1] if "/" in model else model
+    if served and name not in served and model not in served:
+        # llama.cpp's server answers any name with the one model it holds: a warning, no stop
+        _log.warning(
+            "%s: the server at %s lists %s, not %r", model, base, ", ".join(sorted(served)), name
+        )
+    return True
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The most a run can spend: every rollout uses its whole token budget."""
+
+    model: str
+    rollouts: int
+    max_calls: int
+    max_tokens: int
+    input_per_token: float | None
+    output_per_token: float | None
+
+    @property
+    def usd(self) -> float | None:
+        """The upper bound in USD; None when litellm does not know the model's price."""
+        if self.input_per_token is None or self.output_per_token is None:
+            return None
+        return self.rollouts * self.max_tokens * max(self.input_per_token, self.output_per_token)
+
+    def line(self) -> str:
+        head = (
+            f"{self.rollouts} rollout(s) of {self.model} x up to {self.max_calls} calls and "
+            f"{self.max_tokens:,} tokens each"
+        )
+        if self.usd is None:
+            return f"{head}: price unknown to litellm (a local or custom model?)"
+        per_m = (
+            f"${1e6 * (self.input_per_token or 0):.2f}/${1e6 * (self.output_per_token or 0):.2f}"
+        )
+        return f"{head}: at most ${self.usd:,.2f} ({per_m} per 1M input/output tokens)"
+
+
+def estimate(model: str, rollouts: int, max_calls: int, max_tokens: int) -> Estimate:
+    """The cost bound of ``rollouts`` rollouts of ``model`` under the budgets (the price is
+    litellm's, looked up offline; unknown for a local or custom model)."""
+    from .llm import get_litellm
+
+    inp = out = None
+    try:
+        info = get_litellm().get_model_info(model)
+        inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    except Exception:  # litellm knows no price for it
+        pass
+    return Estimate(
+        model,
+        rollouts,
+        max_calls,
+        max_tokens,
+        float(inp) if inp is not None else None,
+        float(out) if out is not None else None,
+    )

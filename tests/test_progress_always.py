@@ -1,0 +1,70 @@
+"""Progress always (issue #28): under --json, progress lines go to stderr and stdout stays
+pure JSON; neither an offline eval nor a cached one imports litellm (seconds to import)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from rich.console import Console
+
+from harnessctl.cli.progress import plain_progress, stage
+
+EVAL = ["eval", "dbbench-base", "--rollouts", "1", "--task", "dev-000", "--task", "dev-004"]
+WRAPPED = (
+    "import sys\n"
+    "from harnessctl.cli import app\n"
+    "try:\n"
+    "    app(sys.argv[1:], standalone_mode=False)\n"
+    "finally:\n"
+    "    print('litellm imported:', 'litellm' in sys.modules, file=sys.stderr)\n"
+)
+
+
+def run(workspace, *args):
+    cmd = [sys.executable, "-c", WRAPPED, *args]
+    return subprocess.run(
+        cmd, cwd=workspace, env=os.environ.copy(), capture_output=True, text=True, timeout=600
+    )
+
+
+def test_json_eval_prints_progress_on_stderr_and_pure_json_on_stdout(workspace):
+    first = run(workspace, *EVAL, "--json")
+    assert first.returncode == 0, first.stderr
+    data = json.loads(first.stdout)  # nothing but the JSON document
+    assert data["kind"] == "eval" and data["executed"] == 2
+    assert "rollouts 0/2 (0%)" in first.stderr and "rollouts 2/2 (100%)" in first.stderr
+    # an offline test double is answered without litellm (gateway.llm's offline provider)
+    assert "litellm imported: False" in first.stderr
+    cached = run(workspace, *EVAL, "--json")
+    assert cached.returncode == 0, cached.stderr
+    assert json.loads(cached.stdout)["cached"] == 2
+    assert "rollouts 2/2 (100%)" in cached.stderr
+    # served from the store: no model is called, so litellm (seconds to import) is not loaded
+    assert "litellm imported: False" in cached.stderr
+
+
+def test_plain_progress_prints_at_start_now_and_then_and_at_the_end(tmp_path):
+    out = tmp_path / "log.txt"
+    now = [0.0]
+    with out.open("w") as fh:
+        console = Console(file=fh, width=120)
+        update = plain_progress(console, every_s=10, clock=lambda: now[0], what="tasks")
+        update("start", 0, 3)
+        now[0] = 2.0
+        update("task", 1, 3)  # too soon: no line
+        now[0] = 12.5
+        update("task", 2, 3)
+        now[0] = 13.0
+        update("task", 3, 3)  # the last one always prints
+        with stage(console, "report: writing"):
+            pass
+    lines = out.read_text().splitlines()
+    assert lines[:3] == [
+        "tasks 0/3 (0%), 0s elapsed",
+        "tasks 2/3 (67%), 12s elapsed",
+        "tasks 3/3 (100%), 13s elapsed",
+    ]
+    assert lines[3] == "report: writing..." and lines[4].startswith("report: writing: done in")
