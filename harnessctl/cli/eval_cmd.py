@@ -82,10 +82,8 @@ def eval_command(
 ) -> None:
     """Evaluate a harness on a suite split: cached rollouts are served from the store, the
     rest run in sandboxes; prints success with a 95% interval, outcomes, tokens and cost.
-    Before a real model's first new rollout it is checked once (a missing key, a refused
-    one, an unknown model or a server that is down: exit 2 in seconds) and the run's cost
-    bound is printed (above the threshold: --yes). Exit 1 when every rollout is a
-    harness_error (said why)."""
+    A real model is checked before its first new rollout (exit 2 in seconds), the cost
+    bound printed (above the threshold: --yes); exit 1 when every rollout is harness_error."""
     from ..run.evaluate import evaluate
     from ..sandbox import Limits
     from ..workspace import load_workspace
@@ -97,19 +95,11 @@ def eval_command(
     ws = load_workspace()
     spec = ws.load_harness(harness)
     request = eval_request(
-        ws,
-        spec,
-        suite,
-        policy_of(ws, policy, param, spec.manifest.env),
+        ws, spec, suite, policy_of(ws, policy, param, spec.manifest.env),
         placement(ws, workers, sandbox, executor, ray_address, fresh_container),
-        split=split,
-        rollouts=rollouts,
-        seed=seed,
-        limits=Limits(timeout_s=timeout),
-        max_calls=max_calls,
-        max_tokens=max_tokens,
-        task_ids=task,
-    )
+        split=split, rollouts=rollouts, seed=seed, limits=Limits(timeout_s=timeout),
+        max_calls=max_calls, max_tokens=max_tokens, task_ids=task,
+    )  # fmt: skip
     db = ws.open_store(store)
     if router is not None:
         return _routed(ws, db, request, router, as_json=as_json)
