@@ -89,6 +89,9 @@ class OpenAIStub:
 
     def __init__(self, default: Behaviour | None = None) -> None:
         self.default: Behaviour = default if default is not None else Reply("stub reply")
+        #: Status of ``GET /v1/models``: 200 lists ``stub-model``; 401/403 refuse the key
+        #: as a real server does; 404 is a server without a model list.
+        self.models_status = 200
         self.requests: list[StubRequest] = []
         self._queue: deque[Behaviour] = deque()
         self._lock = threading.Lock()
@@ -215,7 +218,10 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 pass  # the client gave up (timed out) before we answered: expected with Hang
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/").endswith("/models"):
+            if self.path.rstrip("/").endswith("/models") and stub.models_status != 200:
+                error = {"error": {"message": f"stub /models status {stub.models_status}"}}
+                self._send(stub.models_status, json.dumps(error).encode())
+            elif self.path.rstrip("/").endswith("/models"):
                 data = {"object": "list", "data": [{"id": "stub-model", "object": "model"}]}
                 self._send(200, json.dumps(data).encode())
             else:

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from harnessctl.cli import app
 from harnessctl.workspace import load_workspace
-from tests.openai_stub import OpenAIStub
+from tests.openai_stub import Fail, OpenAIStub
 
 runner = CliRunner()
 
@@ -72,6 +72,39 @@ def test_a_local_server_that_is_up_lets_the_run_proceed(workspace):
     assert len(rows) == 1 and rows[0].model_calls >= 1
     # price unknown for a local model: the line says so, and nothing asks
     assert "price unknown" in result.stderr
+
+
+def test_a_server_that_refuses_the_key_exits_2_naming_it(workspace):
+    with OpenAIStub() as stub:
+        stub.models_status = 401
+        result = invoke(
+            "eval", "dbbench-base", "--rollouts", "1", "--task", "dev-000",
+            "--policy", "openai/stub-model", "-p", f"api_base={stub.url}", "-p", "api_key=bad",
+        )  # fmt: skip
+        asked = len(stub.chat_requests)
+    assert result.exit_code == 2, result.output
+    assert "--policy" in result.output and "refused the credentials (HTTP 401)" in result.output
+    assert asked == 0  # refused by the model list: no generation was asked for
+    assert "bad" not in result.output.replace("--", "")  # the key itself is never echoed
+    assert load_workspace(workspace).open_store().attempts() == []
+
+
+def test_an_unknown_model_exits_2_with_the_servers_answer(workspace):
+    # a server without a model list: the one-token call decides, and the server says 404
+    unknown = Fail(404, "The model `no-such-model` does not exist", type="invalid_request_error")
+    with OpenAIStub(default=unknown) as stub:
+        stub.models_status = 404
+        result = invoke(
+            "eval", "dbbench-base", "--rollouts", "1", "--task", "dev-000",
+            "--policy", "openai/no-such-model", "-p", f"api_base={stub.url}", "-p", "api_key=k",
+        )  # fmt: skip
+        asked = [r.body.get("max_tokens") for r in stub.chat_requests]
+    assert result.exit_code == 2, result.output
+    assert "--policy" in result.output and "refused" in result.output
+    assert "no-such-model" in result.output and "does not exist" in result.output
+    assert asked == [1]  # exactly the preflight's one-token call, no rollout behind it
+    store = load_workspace(workspace).open_store()
+    assert store.rollouts() == [] and store.attempts() == []
 
 
 def test_offline_and_cached_runs_make_no_preflight(workspace, monkeypatch):
