@@ -175,10 +175,19 @@ def run_rollouts(store: Any, run: Any, task_ids: set[str] | None = None) -> dict
 
 def split_task_ids(workspace: Any, run: Any) -> set[str] | None:
     """The task ids of the run's suite split, when the workspace's suite is the run's."""
+    return suite_split_ids(workspace, run.suite, run.split)
+
+
+def suite_split_ids(
+    workspace: Any, suite_name: str, split: str, suite_dir: Any = None
+) -> set[str] | None:
+    """The task ids of ``split`` of the suite named ``suite_name``: the suite at
+    ``suite_dir`` when given, else the workspace's default suite; None when neither is it
+    (callers then go by the split each rollout recorded)."""
     try:
-        suite = workspace.load_suite(None)
-        if suite.name != run.suite:
+        suite = workspace.load_suite(str(suite_dir) if suite_dir is not None else None)
+        if suite.name != suite_name.split("@", 1)[0]:
             return None
-        return {t.id for t in suite.tasks(run.split).tasks}
+        return {t.id for t in suite.tasks(split).tasks}
     except (HarnessctlError, OSError, ValueError, KeyError):
         return None

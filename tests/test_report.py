@@ -228,3 +228,60 @@ def test_every_script_string_literal_closes_on_its_line():
         code = re.sub(r"/\^.*?\$/", "", line.split("//")[0])  # no comments, no regex literal
         quotes = len(re.findall(r"(?<!\\)'", code))
         assert quotes % 2 == 0, (number, line)
+
+
+LONG_CATEGORIES = [  # ALFWorld's task types, the longest category names shipped
+    "look_at_obj_in_light",
+    "pick_and_place_simple",
+    "pick_clean_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_two_obj_and_place",
+    "a-hyphenated-category-name-as-long-as-those",
+]
+MEASURE = """<script>
+window.addEventListener('load', () => {
+  const heads = [...document.querySelectorAll('#heatmap-table tr:first-child th')];
+  const bad = [];
+  heads.forEach((th, i) => {
+    if (th.scrollWidth > th.clientWidth + 1) bad.push('overflow:' + th.title);
+    const next = heads[i + 1];
+    if (next && th.getBoundingClientRect().right > next.getBoundingClientRect().left + 1)
+      bad.push('overlap:' + th.title);
+    if (th.getBoundingClientRect().width > 140) bad.push('wide:' + th.title);
+  });
+  document.body.setAttribute('data-layout', bad.length ? bad.join('|') : 'ok');
+});
+</script>"""
+
+
+def test_long_category_names_wrap_inside_their_columns(tmp_path):
+    """Laid out by a real browser: every heatmap header stays inside its own column."""
+    if not Path(CHROMIUM).exists():
+        unavailable("the heatmap layout test", f"{CHROMIUM} is not installed")
+    from harnessctl.report.data import ALL, Cell, ReportData, Selection
+    from harnessctl.report.html import render
+    from harnessctl.store import RolloutRow
+
+    heat = {}
+    for i, category in enumerate([*LONG_CATEGORIES, ALL]):
+        cell = Cell()
+        for k in range(2):
+            cell.add(RolloutRow(cache_key=f"{i}-{k}", run_id="r", harness_hash="h1",
+                                task_id=f"t{i}", category=category, policy_id="p",
+                                outcome="success" if k else "wrong_answer", success=bool(k)))
+        heat[("h1", category)] = cell
+    data = ReportData(
+        selection=Selection("p", "s", "dev"), available=[], roots=[], base=None,
+        harnesses=[("some-harness", "h1")], categories=LONG_CATEGORIES, heat=heat,
+        rescue_tasks=[], rescue={}, costs={}, edits=[], edit_cells={},
+    )  # fmt: skip
+    page = render(data, lambda rows: {}, per_cell=1, max_embedded=10)
+    head = page.split('id="heatmap-table"')[1].split("</tr>")[0]
+    assert "pick_<wbr>clean_<wbr>then_<wbr>place_<wbr>in_<wbr>recep" in head
+    assert 'title="pick_clean_then_place_in_recep"' in head  # the full name on hover
+    out = tmp_path / "page.html"
+    out.write_text(page.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    dom = chromium(tmp_path, "--window-size=1400,900", "--dump-dom", out.resolve().as_uri())
+    layout = re.search(r'data-layout="([^"]*)"', dom)
+    assert layout and layout.group(1) == "ok", layout and layout.group(1)

@@ -39,11 +39,13 @@ def report_command(
     from ..workspace import load_workspace
 
     ws = load_workspace()
-    suite_id = suite
+    suite_id, suite_dir = suite, None
     if suite is not None and Path(suite).is_dir():
         from ..suite import load_suite
 
-        suite_id = load_suite(Path(suite)).id
+        suite_dir = Path(suite)
+        suite_id = load_suite(suite_dir).id
+    from ..runs import suite_split_ids
     from .progress import stage
     from .render import err_console, escape
 
@@ -58,6 +60,7 @@ def report_command(
             base=base,
             per_cell=per_cell,
             max_embedded=max_embedded,
+            split_tasks=lambda name, part: suite_split_ids(ws, name, part, suite_dir),
         )
     render_report(result, as_json=as_json)
 

@@ -7,6 +7,7 @@ edit, and, behind every cell, compact trajectories of its rollouts. See docs/rep
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,13 +49,15 @@ def write_report(
     base: str | None = None,
     per_cell: int = PER_CELL,
     max_embedded: int = MAX_EMBEDDED,
+    split_tasks: Callable[[str, str], set[str] | None] | None = None,
 ) -> ReportResult:
-    """Build the report from ``store`` and write it to ``out`` (UTF-8)."""
+    """Build the report from ``store`` and write it to ``out`` (UTF-8); ``split_tasks`` as
+    :func:`.data.collect` takes it."""
     from .data import collect
     from .html import render
     from .trajectories import embed
 
-    data = collect(store, harnesses_dir, policy_id, suite, split, base)
+    data = collect(store, harnesses_dir, policy_id, suite, split, base, split_tasks)
     embedded: dict[str, Any] = {}
 
     def embed_rows(rows: list[Any]) -> dict[str, Any]:

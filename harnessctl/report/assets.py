@@ -32,7 +32,8 @@ ul.tree ul li::before{content:"";position:absolute;left:-16px;top:-6px;width:12p
  background:#f3f4f6;padding:5px 7px;border-radius:4px;font-size:12px}
 #trajectories .role{font-size:11.5px;color:#5b6474;font-weight:600}
 #traj-title{font-weight:600}
-#heatmap-table th{white-space:normal;max-width:96px;vertical-align:bottom}
+#heatmap-table th{white-space:normal;max-width:96px;vertical-align:bottom;
+overflow-wrap:anywhere}
 #heatmap-table td.cell{min-width:44px}
 """
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,12 +169,21 @@ def collect(
     suite: str | None = None,
     split: str | None = None,
     base: str | None = None,
+    split_tasks: Callable[[str, str], set[str] | None] | None = None,
 ) -> ReportData:
     """Gather a report's data for ``policy_id`` (policy, suite and split not given: those
-    with most rollouts)."""
+    with most rollouts). ``split_tasks(suite, split)`` gives the split's task ids when the
+    suite is at hand: rollouts are cache entries, so one served to this split from a run of
+    another split (same task, seed, harness and policy) counts here too; without it, the
+    split each rollout recorded decides."""
     everything = store.rollouts(policy_id=policy_id)
     sel = choose_selection(everything, policy_id, suite, split)
-    rows = [r for r in everything if r.suite == sel.suite and r.split == sel.split]
+    ids = split_tasks(sel.suite, sel.split) if split_tasks is not None else None
+    rows = [
+        r
+        for r in everything
+        if r.suite == sel.suite and (r.task_id in ids if ids is not None else r.split == sel.split)
+    ]
     edits = store.edits()
     roots = build_lineage(edits)
     lineage = walk(roots)

@@ -133,10 +133,23 @@ def _detail(e: Any) -> str:
     return f' <span class="mono">{_e(text[0][:160])}</span>' if text else ""
 
 
+_BREAKS = ("-", "_", "/", ".", ":")
+
+
+def _breakable(name: str) -> str:
+    """``name`` escaped, with a line-break opportunity after each separator, so a long
+    category name (``pick_clean_then_place_in_recep``) wraps inside its narrow column
+    instead of running over its neighbours (the stylesheet breaks anywhere as a last
+    resort)."""
+    text = _e(name)
+    for sep in _BREAKS:
+        text = text.replace(sep, f"{sep}<wbr>")
+    return text
+
+
 def _heatmap(data: ReportData, links: Links) -> str:
     cols = [*data.categories, ALL]
-    # Break long category names at their hyphens so the table fits the page.
-    head = "".join(f"<th>{_e(c).replace('-', '-<wbr>')}</th>" for c in cols)
+    head = "".join(f'<th title="{_e(c)}">{_breakable(c)}</th>' for c in cols)
     body = []
     for label, h in data.harnesses:
         cells = "".join(_cell_td(links, data.heat.get((h, c)), f"{label} / {c}") for c in cols)
