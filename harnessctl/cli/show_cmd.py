@@ -111,8 +111,11 @@ def _render_list(record, *, attempts: bool) -> None:
         for a in record.attempts:
             table.add_row(*(text(c) for c in (a.id[:12], a.run_id[:12], a.outcome, a.error)))
     else:
+        # Names and task ids fold rather than end in an ellipsis: `show`, `route --task` and
+        # `compare` need them whole (ALFWorld's run to 65 characters); the rest stay on a line.
         for col in ("id", "harness", "task", "seed", "policy", "outcome", "steps"):
-            table.add_column(col)
+            folds = col in ("harness", "task", "policy")
+            table.add_column(col, overflow="fold", no_wrap=not folds, min_width=4 if folds else None)
         for r in record.rollouts:
             cells = (r.id[:12], r.harness, r.task, r.seed, r.policy, r.outcome, r.steps)
             table.add_row(*(text(c) for c in cells))
