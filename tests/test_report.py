@@ -154,7 +154,7 @@ def test_report_cells_match_the_store_and_embed_capped_trajectories(evolved):
     for r in base_rows:
         by_task.setdefault(r.task_id, []).append(r.success)
     all_failed = sorted(t for t, s in by_task.items() if not any(s))
-    shown = re.findall(r'<td class="name mono">(dev-\d+)</td>', html.split('id="rescue-table"')[1])
+    shown = re.findall(r'<td class="name mono">(dev-\d+)</td>', html.split('id="rescue-table"')[1].split("</table>")[0])
     assert sorted(shown) == all_failed
     assert summary["embedded"] == len(data["rollouts"])
     for c in data["cells"].values():
@@ -285,3 +285,43 @@ def test_long_category_names_wrap_inside_their_columns(tmp_path):
     dom = chromium(tmp_path, "--window-size=1400,900", "--dump-dom", out.resolve().as_uri())
     layout = re.search(r'data-layout="([^"]*)"', dom)
     assert layout and layout.group(1) == "ok", layout and layout.group(1)
+
+
+def test_report_pairs_parent_and_child_on_each_changed_judged_pair(evolved, tmp_path):
+    ws, result, out, summary = evolved
+    html = out.read_text(encoding="utf-8")
+    store = load_workspace(ws).open_store()
+    expected = set()
+    for e in store.edits():
+        if not e.child_hash:
+            continue
+        m = json.loads(e.metrics_json)
+
+        def outcome(h, m=m):
+            rows = store.rollouts(harness_hash=h, policy_id=m["policy_id"], split=m["split"])
+            return {(r.task_id, r.seed): r.success for r in rows}
+
+        parent, child = outcome(e.parent_hash), outcome(e.child_hash)
+        for t, s in m["batch"] + m["control"]:
+            if parent[(t, s)] != child[(t, s)]:
+                expected.add((e.id, t, s, "rescue" if child[(t, s)] else "regression"))
+    table = html.split('id="pairs-table"')[1].split("</table>")[0]
+    shown = set()
+    for row in re.findall(r"<tr data-edit.*?</tr>", table):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+        change = re.sub(r"<[^>]+>", "", cells[8])
+        shown.add((cells[0], cells[3], int(cells[4]), change))
+    assert shown == expected and any(c == "rescue" for *_, c in expected)
+    # each pair opens parent and child side by side, in a real browser
+    key = re.search(r'data-cell="(c\d+)">side by side', table).group(1)
+    blob = re.search(r'id="report-data">(.*?)</script>', html, re.S).group(1)
+    cell = json.loads(blob)["cells"][key]
+    assert cell["pair"] and cell["shown"] == 2
+    if not Path(CHROMIUM).exists():
+        unavailable("the report render test", f"{CHROMIUM} is not installed")
+    dom = chromium(tmp_path, "--dump-dom", f"{out.resolve().as_uri()}#cell={key}")
+    assert re.search(r'<div id="traj-list"[^>]*\bclass="pair"', dom)
+    listing = dom.split('id="traj-list"')[1]
+    assert listing.count('class="rollout"') == 2
+    names = re.findall(r'<div class="mono">\w{12}  (\S+)  task', listing)
+    assert len(names) == 2 and names[0] != names[1]  # parent first, then its child

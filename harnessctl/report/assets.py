@@ -35,6 +35,8 @@ ul.tree ul li::before{content:"";position:absolute;left:-16px;top:-6px;width:12p
 #heatmap-table th{white-space:normal;max-width:96px;vertical-align:bottom;
 overflow-wrap:anywhere}
 #heatmap-table td.cell{min-width:44px}
+#traj-list.pair{display:grid;grid-template-columns:1fr 1fr;gap:10px;align-items:start}
+#traj-list.pair .rollout{min-width:0}
 """
 
 # Renders the rollouts of a clicked cell from the JSON blob; text goes in via textContent.
@@ -50,6 +52,7 @@ function show(id){
  const cell=data.cells[id]; if(!cell) return;
  title.textContent=cell.title+' \\u2014 '+cell.shown+' of '+cell.total+' rollouts shown';
  box.textContent=''; box.setAttribute('data-shown',id);
+ box.className=cell.pair?'pair':'';
  for(const rid of cell.ids){
   const r=data.rollouts[rid]; const d=el('div','rollout');
   if(!r){d.appendChild(el('div','mono','rollout '+rid+' (not embedded)'));box.appendChild(d);

@@ -81,6 +81,25 @@ class ReportData:
     costs: dict[str, HarnessCost]  # by hash
     edits: list[Any]  # EditRow, oldest first
     edit_cells: dict[str, Cell]  # edit id -> the child's rollouts the edit was judged on
+    edit_pairs: dict[str, list[EditPair]] = field(default_factory=dict)
+    """Edit id -> the judged (task, seed) pairs whose outcome the edit changed."""
+
+
+@dataclass
+class EditPair:
+    """One (task, seed) pair an edit was judged on, parent and child rollout side by side."""
+
+    task_id: str
+    seed: int
+    where: str  # "batch" (the parent's failures) or "control" (its successes)
+    parent: Any  # RolloutRow
+    child: Any  # RolloutRow
+
+    @property
+    def change(self) -> str:
+        if self.child.success == self.parent.success:
+            return "same"
+        return "rescue" if self.child.success else "regression"
 
 
 def available_selections(rows: list[Any]) -> list[tuple[Selection, int]]:
@@ -243,6 +262,7 @@ def collect(
         costs=dict(costs),
         edits=edits,
         edit_cells=_edit_cells(store, edits),
+        edit_pairs=_edit_pairs(store, edits),
     )
 
 
@@ -276,3 +296,33 @@ def _edit_cells(store: Any, edits: list[Any]) -> dict[str, Cell]:
                 cell.add(r)
         cells[e.id] = cell
     return cells
+
+
+def _judged_rows(store: Any, harness_hash: str, metrics: dict[str, Any]) -> dict:
+    """``(task, seed) -> row`` of ``harness_hash`` on an edit's judged pairs (newest wins)."""
+    pairs = {(t, s) for t, s in metrics.get("batch", []) + metrics.get("control", [])}
+    found: dict[tuple[str, int], Any] = {}
+    for r in store.rollouts(harness_hash=harness_hash, policy_id=metrics.get("policy_id")):
+        if (r.task_id, r.seed) in pairs and r.split == metrics.get("split", r.split):
+            found[(r.task_id, r.seed)] = r
+    return found
+
+
+def _edit_pairs(store: Any, edits: list[Any]) -> dict[str, list[EditPair]]:
+    """For each judged edit, the pairs of its batch and control whose outcome changed from
+    parent to child: the rescues and regressions its reward and sign test counted."""
+    out: dict[str, list[EditPair]] = {}
+    for e in edits:
+        if not e.child_hash:
+            continue
+        metrics = json.loads(e.metrics_json or "{}")
+        parent = _judged_rows(store, e.parent_hash, metrics)
+        child = _judged_rows(store, e.child_hash, metrics)
+        changed = []
+        for where in ("batch", "control"):
+            for task_id, seed in metrics.get(where, []):
+                a, b = parent.get((task_id, seed)), child.get((task_id, seed))
+                if a is not None and b is not None and bool(a.success) != bool(b.success):
+                    changed.append(EditPair(task_id, int(seed), where, a, b))
+        out[e.id] = changed
+    return out

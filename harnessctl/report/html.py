@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 
 from .assets import CSS, JS
-from .data import ALL, Cell, Node, ReportData, walk
+from .data import ALL, Cell, EditPair, Node, ReportData, walk
 
 
 def _e(value: Any) -> str:
@@ -47,13 +47,20 @@ class Links:
     def add(self, cell: Cell, title: str) -> str:
         # Failures first: they are what a reader opens a cell for.
         chosen = sorted(cell.rollouts, key=lambda r: (r.success, r.task_id, r.seed, r.id))
-        chosen = chosen[: self.per_cell]
+        return self._add(chosen[: self.per_cell], title, len(cell.rollouts), pair=False)
+
+    def add_pair(self, pair: EditPair, title: str) -> str:
+        """Parent and child rollouts of one judged pair, shown side by side."""
+        return self._add([pair.parent, pair.child], title, 2, pair=True)
+
+    def _add(self, chosen: list[Any], title: str, total: int, *, pair: bool) -> str:
         key = f"c{len(self.cells)}"
         self.cells[key] = {
             "title": title,
             "ids": [r.id for r in chosen],
             "shown": len(chosen),
-            "total": len(cell.rollouts),
+            "total": total,
+            "pair": pair,
         }
         self.rows.extend(chosen)
         return key
@@ -239,6 +246,39 @@ def _costs(data: ReportData, links: Links) -> str:
     )
 
 
+def _pairs(data: ReportData, links: Links, labels: dict[str, str]) -> str:
+    rows = []
+    for e in data.edits:
+        for p in data.edit_pairs.get(e.id, []):
+            parent = labels.get(e.parent_hash, e.parent_name)
+            child = labels.get(e.child_hash or "", e.child_name or "child")
+            key = links.add_pair(
+                p, f"edit {e.id} ({e.direction}): {parent} | {child}, {p.task_id} seed {p.seed}"
+            )
+            cls = "ok" if p.change == "rescue" else "bad"
+            rows.append(
+                f'<tr data-edit="{_e(e.id)}"><td class="name mono">{_e(e.id)}</td>'
+                f'<td class="name">{_e(e.direction)}</td><td class="name">{_e(e.status)}</td>'
+                f'<td class="name mono">{_e(p.task_id)}</td><td>{p.seed}</td>'
+                f'<td class="name">{p.where}</td><td class="name">{_e(p.parent.outcome)}</td>'
+                f'<td class="name">{_e(p.child.outcome)}</td>'
+                f'<td class="name"><span class="{cls}">{p.change}</span></td>'
+                f'<td><a href="#cell={key}" data-cell="{key}">side by side</a></td></tr>'
+            )
+    if not rows:
+        return '<p class="note">No judged pair changed outcome (or no edit was judged).</p>'
+    return (
+        '<p class="note">The (task, seed) pairs each edit was judged on whose outcome changed '
+        "from parent to child: batch rescues, and control regressions (what the edit's reward "
+        "and sign test count). Open a pair to read both trajectories side by side.</p>"
+        '<div class="scroll"><table id="pairs-table"><tr><th class="name">edit</th>'
+        '<th class="name">direction</th><th class="name">status</th><th class="name">task</th>'
+        '<th>seed</th><th class="name">judged in</th><th class="name">parent</th>'
+        '<th class="name">child</th><th class="name">change</th><th></th></tr>'
+        f"{''.join(rows)}</table></div>"
+    )
+
+
 def render(data: ReportData, embed: Any, *, per_cell: int, max_embedded: int) -> str:
     """The page; ``embed(rows)`` returns compact trajectories by rollout id."""
     links = Links(per_cell)
@@ -249,6 +289,7 @@ def render(data: ReportData, embed: Any, *, per_cell: int, max_embedded: int) ->
         ("lineage", "Evolution lineage", _lineage(data, links, labels)),
         ("heatmap", "Profile heatmap: success by task category", _heatmap(data, links)),
         ("rescue", "Rescue matrix", _rescue(data, links)),
+        ("pairs", "Edit pairs: parent and child, same task and seed", _pairs(data, links, labels)),
         ("cost", "Cost", _costs(data, links)),
     ]
     unique = list({r.id: r for r in links.rows}.values())[:max_embedded]
