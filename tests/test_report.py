@@ -154,7 +154,8 @@ def test_report_cells_match_the_store_and_embed_capped_trajectories(evolved):
     for r in base_rows:
         by_task.setdefault(r.task_id, []).append(r.success)
     all_failed = sorted(t for t, s in by_task.items() if not any(s))
-    shown = re.findall(r'<td class="name mono">(dev-\d+)</td>', html.split('id="rescue-table"')[1].split("</table>")[0])
+    rescue_table = html.split('id="rescue-table"')[1].split("</table>")[0]
+    shown = re.findall(r'<td class="name mono">(dev-\d+)</td>', rescue_table)
     assert sorted(shown) == all_failed
     assert summary["embedded"] == len(data["rollouts"])
     for c in data["cells"].values():

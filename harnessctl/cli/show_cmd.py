@@ -115,7 +115,8 @@ def _render_list(record, *, attempts: bool) -> None:
         # `compare` need them whole (ALFWorld's run to 65 characters); the rest stay on a line.
         for col in ("id", "harness", "task", "seed", "policy", "outcome", "steps"):
             folds = col in ("harness", "task", "policy")
-            table.add_column(col, overflow="fold", no_wrap=not folds, min_width=4 if folds else None)
+            width = 4 if folds else None
+            table.add_column(col, overflow="fold", no_wrap=not folds, min_width=width)
         for r in record.rollouts:
             cells = (r.id[:12], r.harness, r.task, r.seed, r.policy, r.outcome, r.steps)
             table.add_row(*(text(c) for c in cells))
