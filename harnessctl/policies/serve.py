@@ -41,6 +41,12 @@ class OfflineReply:
         return "tool_calls" if self.tool_calls else "stop"
 
 
+RESAMPLE = "resample"
+"""Every offline policy's param: 0 (the default) keeps the draws paired, the same (task,
+seed) drawing alike under any harness; N > 0 re-draws them per harness from (seed, harness
+hash, N), as a sampled model's run-to-run variation would (benchmarks/null_edits.py)."""
+
+
 def estimate_tokens(texts: list[str]) -> int:
     """ceil(chars / 4) + 4 per message: close enough to a real tokenizer for budgets."""
     return sum(math.ceil(len(t) / 4) + 4 for t in texts)
@@ -49,9 +55,17 @@ def estimate_tokens(texts: list[str]) -> int:
 def _seed(tags: Mapping[str, Any], params: Mapping[str, Any]) -> int:
     raw = tags.get("seed", params.get("seed", 0))
     try:
-        return int(raw)
+        seed = int(raw)
     except (TypeError, ValueError):
         raise OfflineRequestError(f"seed {raw!r} is not an integer") from None
+    resample = params.get(RESAMPLE, 0)
+    if isinstance(resample, bool) or not isinstance(resample, int) or resample < 0:
+        raise OfflineRequestError(f"{RESAMPLE} {resample!r} is not a non-negative integer")
+    if resample == 0:
+        return seed
+    # a sampled model's run-to-run variation: each harness draws afresh for the same seed
+    blob = f"{seed}|{tags.get('harness', '')}|{resample}"
+    return int(hashlib.sha256(blob.encode()).hexdigest()[:12], 16)
 
 
 def call_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -101,8 +115,10 @@ def offline_reply(
         )
     merged = call_params(params)
     tools = merged.pop("tools", None) or []
+    seed = _seed(tags, merged)
+    merged.pop(RESAMPLE, None)
     try:
-        reply = policy.reply(view, messages, _seed(tags, params), merged, tools)
+        reply = policy.reply(view, messages, seed, merged, tools)
     except OfflineParamError as exc:
         raise OfflineRequestError(f"{name}: {exc}") from None
     content, calls = (

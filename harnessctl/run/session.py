@@ -168,7 +168,7 @@ class RolloutSession:
                 model=policy.model,
                 params=policy.call_params,  # credentials too: upstream only, never stored
                 budget=self.budget,
-                metadata={"task_id": task.id, "seed": seed},
+                metadata={"task_id": task.id, "seed": seed, "harness": harness.hash},
                 episode=episode,
             )
             env = {
