@@ -275,6 +275,10 @@ class ProfileHarness(Record):
     description: str = ""
     parent: str | None = None
     direction: str | None = None
+    reproduction: dict[str, Any] | None = None
+    """Its accepted edit's claimed rescues re-tested on fresh seeds and held-out tasks
+    (``Reproduction.summary()`` of :mod:`harnessctl.evolve.reproduce`: claimed, tested,
+    reproduced, fraction, fresh_seeds, held_out); None: no accepted edit with one."""
 
 
 class ProfilePolicy(Record):

@@ -169,12 +169,67 @@ def test_export_edits_is_a_valid_task_disjoint_dataset(reference, tmp_path):
     for r in records["grpo", "train"] + records["grpo", "test"]:
         assert {t for t, _ in r.reward.batch} <= set(r.metadata.tasks)
         assert "### task" in r.prompt[1].content and r.reference_response
+    for r in records["grpo", "train"] + records["grpo", "test"]:  # accepted: re-tested rescues
+        assert (r.metadata.reproduction is not None) == (r.metadata.status == "accepted")
     sft = (records["sft", "train"] + records["sft", "test"])[0]
     assert [m.role for m in sft.messages[:2]] == ["system", "user"]
     assert sft.messages[-1].role == "assistant"  # a retried edit has the rejected turns between
     assert "<<<<<<< SEARCH" in sft.messages[-1].content
     schema = json.loads((out / "schema.json").read_text())
     assert set(schema) == {"sft", "sft_prompt_completion", "grpo"}
+
+
+def test_accepted_edits_carry_the_reproduction_of_their_claimed_rescues(reference):
+    """Each accepted edit's claimed rescues are re-tested where its parent fails afresh: the
+    stored pairs are parent failures at fresh seeds of the rescued tasks, or held-out tasks of
+    their categories; the child's stored rollouts give the figures; profile and the report
+    show them."""
+    from harnessctl.evolve.reproduce import read_reproduction
+
+    ws, result = reference
+    store = load_workspace(ws).open_store()
+    suite = load_workspace(ws).load_suite(None)
+    train = {t.id: t for t in suite.tasks("train").tasks}
+    every = {t.id: t for t in suite.all_tasks.tasks}
+    variants = {v["edit_id"]: v for v in result["variants"]}
+    tested = 0
+    for edit in store.edits():
+        if not edit.accepted:
+            continue
+        metrics = json.loads(edit.metrics_json)
+        repro = read_reproduction(metrics)
+        assert repro is not None and repro.claimed == edit.rescues
+        rescued = {t for t, _ in metrics["rescued"]}
+        for pair in repro.pairs:
+            if pair.kind == "fresh_seed":
+                assert pair.task_id in rescued and pair.seed >= 2  # no seed the split used
+            else:
+                assert pair.task_id not in train
+                assert every[pair.task_id].category in {train[t].category for t in rescued}
+            for harness, want in ((edit.parent_hash, False), (edit.child_hash, pair.success)):
+                rows = [
+                    r
+                    for r in store.rollouts(harness_hash=harness, task_id=pair.task_id)
+                    if r.seed == pair.seed
+                ]
+                assert rows and all(r.success == want for r in rows), (pair, harness)
+        assert repro.reproduced == sum(p.success for p in repro.pairs)
+        assert variants[edit.id]["reproduction"] == repro.summary()
+        tested += repro.tested
+    assert tested > 0
+    names = [v["name"] for v in result["best"].values()]
+    profiled = run_evolve(
+        ws, args=["profile", *names, "--split", "train", "--rollouts", "2", "--json"]
+    )
+    for name in names:
+        shown = profiled["profiles"][name]["harness"]["reproduction"]
+        assert shown == next(v["reproduction"] for v in result["variants"] if v["name"] == name)
+    out = ws / "r.html"
+    run_evolve(ws, args=["report", "--out", str(out), "--json"])
+    html = out.read_text()
+    for v in result["variants"]:
+        if v["reproduction"]["tested"]:
+            assert f"reproduce {v['reproduction']['reproduced']}/" in html
 
 
 def test_evolve_on_the_function_calling_base_accepts_its_repairs(tmp_path):

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
-from .render import console, err_console, escape, pct, print_result, text
+from .render import console, err_console, escape, pct, print_result, reproduced, text
 
 
 def direction_log(enabled: bool):
@@ -34,7 +34,15 @@ def render_evolve(console: Console, base, result, split: str) -> None:
     )
     # measured on the evolve's split, against the base, per (task, seed) pair: the split the
     # edits were chosen on, so these are in-sample figures (profile on another split)
-    cols = ("variant", "direction", "pair rescues", "pair regressions", "success", "editor cost")
+    cols = (
+        "variant",
+        "direction",
+        "pair rescues",
+        "pair regressions",
+        "success",
+        "reproduce",
+        "editor cost",
+    )
     for col in cols:
         left = col in ("variant", "direction")
         table.add_column(col, justify="left" if left else "right", overflow="fold")
@@ -45,6 +53,7 @@ def render_evolve(console: Console, base, result, split: str) -> None:
             str(v.rescues),
             str(v.regressions),
             pct(v.success_rate),
+            reproduced(v.reproduction),
             f"${v.cost_usd:.4f}",
         )
     console.print(table)
@@ -54,6 +63,11 @@ def render_evolve(console: Console, base, result, split: str) -> None:
         f"(largest single sibling: {largest}); in-sample: measured on {escape(split)}, the "
         "split the edits were judged on. For held-out figures, `harnessctl profile` the "
         "siblings on another split.",
+        soft_wrap=True,
+    )
+    console.print(
+        "reproduce: the claimed rescues of each accepted edit re-tested where its parent "
+        "fails afresh (fresh seeds, held-out tasks of the same categories).",
         soft_wrap=True,
     )
     accepted = sum(1 for e in result.edits if e.accepted)
@@ -66,7 +80,10 @@ def render_evolve(console: Console, base, result, split: str) -> None:
     nodes = {base.name: tree}
     for v in result.variants:
         parent = nodes.get(v.parent, tree)
-        label = f"{escape(v.name)} [dim]({escape(v.direction)}, edit {escape(v.edit_id[:8])})[/]"
+        label = (
+            f"{escape(v.name)} [dim]({escape(v.direction)}, edit {escape(v.edit_id[:8])}, "
+            f"rescues reproduce {reproduced(v.reproduction)})[/]"
+        )
         nodes[v.name] = parent.add(label)
     console.print(tree)
     if result.stopped:

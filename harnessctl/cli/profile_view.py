@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from .render import console, escape, pct, print_result, text
+from .render import console, escape, pct, print_result, reproduced, text
 
 if TYPE_CHECKING:
     from ..records import RescueMatrix
@@ -50,7 +50,10 @@ def render_pool(console: Console, pool, policy_id: str) -> None:
     )
     # "all-fail tasks rescued": tasks every base rollout failed that this harness solved at
     # least once (the card says the same); tokens are means, as the card compares means
-    for col in ("harness", "success", "95% CI", "all-fail tasks rescued", "tokens mean", "card"):
+    # "reproduce": its edit's claimed rescues re-tested where its parent fails
+    # afresh (evolve measures it when it accepts the edit)
+    cols = ("harness", "success", "95% CI", "all-fail tasks rescued", "reproduce")
+    for col in (*cols, "tokens mean", "card"):
         table.add_column(col, overflow="fold")
     for name in sorted(pool.profiles):
         p = pool.profiles[name]
@@ -60,6 +63,7 @@ def render_pool(console: Console, pool, policy_id: str) -> None:
             pct(p.success.rate),
             f"{pct(lo)}-{pct(hi)}",
             "-" if name == pool.base else f"{p.rescue.count}/{p.rescue.opportunities}",
+            reproduced(p.harness.reproduction),
             f"{p.tokens.mean:.0f}",
             text(p.card.summary if p.card else ""),
         )

@@ -160,3 +160,10 @@ def handle_errors(func, exit_code: int | None = None):
             raise typer.Exit(130) from None
 
     return wrapper
+
+
+def reproduced(summary: dict | None) -> str:
+    """``a/n f%`` of a reproduction summary; ``-`` when none was measured or testable."""
+    if not summary or not summary.get("tested"):
+        return "-"
+    return f"{summary['reproduced']}/{summary['tested']} {pct(summary['fraction'])}"

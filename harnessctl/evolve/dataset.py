@@ -51,12 +51,13 @@ from .directions import Direction
 from .editors import SYSTEM, render_parts, retry_turn
 from .reward import HarnessTree, RewardRecipe, find_harness, judge, recipe_verdict
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # 2: the reward recipe names its function and holds every input
 # 3: rejected attempts and retry turns; self-contained recipes (parent tree, pairs as
 #    objects, no credentials); reference_reward from the record's own recipe (the stored one
 #    is metadata.judged_reward); SFT also as prompt/completion; no empty file
 # 4: the version field is named ``version``, as in every harnessctl record (was schema_version)
+# 5: metadata.reproduction: an accepted edit's claimed rescues re-tested
 KINDS = ("sft", "sft_prompt_completion", "grpo")
 
 
@@ -132,6 +133,12 @@ class EditMeta(BaseModel):
     policy_id: str
     dataset_split: str
     tasks: list[str]
+    reproduction: dict[str, Any] | None = None
+    """An accepted edit's claimed rescues re-tested where its parent fails afresh (fresh seeds,
+    held-out tasks of the same categories): ``claimed``, ``tested``, ``reproduced``,
+    ``fraction`` (None: nothing re-testable), ``fresh_seeds`` and ``held_out`` as
+    [reproduced, tested] (:mod:`harnessctl.evolve.reproduce`); None before schema 5, and for
+    edits not accepted."""
 
     @model_validator(mode="before")
     @classmethod
@@ -411,7 +418,15 @@ def _meta(edit, metrics: dict, full: RewardRecipe, side: str, keep: set, retries
         policy_id=metrics["policy_id"],
         dataset_split=side,
         tasks=sorted(keep),
+        reproduction=_reproduction(metrics),
     )
+
+
+def _reproduction(metrics: dict) -> dict[str, Any] | None:
+    from .reproduce import read_reproduction
+
+    found = read_reproduction(metrics)
+    return None if found is None else found.summary()
 
 
 def _why_empty(name: str, rows: dict[str, list[str]], test_fraction: float) -> str:

@@ -246,7 +246,10 @@ def rule_editor(*, workspace: Path | None = None, family: str, params: dict | No
 EDITORS: Registry[Editor] = Registry(
     "harnessctl.editors",
     "editor",
-    {"rules": "harnessctl.evolve.editors:rule_editor", "null": "harnessctl.evolve.null:null_editor"},
+    {
+        "rules": "harnessctl.evolve.editors:rule_editor",
+        "null": "harnessctl.evolve.null:null_editor",
+    },
     option="--editor",
 )
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")  # package.module:factory

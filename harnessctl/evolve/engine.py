@@ -32,6 +32,7 @@ from ..trees import copy_tree
 from .digest import digest
 from .directions import Direction
 from .editors import EditContext, Editor
+from .reproduce import reproduce
 from .reward import EditVerdict, RewardRecipe, child_manifest, judge_edit
 from .validate import scope_files
 
@@ -69,6 +70,7 @@ class Variant:
     success_rate: float = 0.0
     cost_usd: float = 0.0
     rescued_pairs: list[tuple[str, int]] = field(default_factory=list)
+    reproduction: dict | None = None  # Reproduction.summary() of the edit's claimed rescues
 
 
 
@@ -91,6 +93,10 @@ class VariantRecord(Record):
     success_rate: float = 0.0
     cost_usd: float = 0.0
     """What the editor spent on the edit."""
+    reproduction: dict | None = None
+    """Its claimed rescues re-tested on fresh seeds and held-out tasks
+    (:meth:`harnessctl.evolve.reproduce.Reproduction.summary`): claimed, tested, reproduced,
+    fraction (None: nothing re-testable), fresh_seeds and held_out as [reproduced, tested]."""
 
 
 class BestVariant(Record):
@@ -392,7 +398,7 @@ class Engine:
                 feedback = f"{verdict.reason}: {verdict.detail}"
                 ctx.tried.append(proposal_response)
                 continue
-            return self._record_verdict(direction, rnd, row, verdict, staging)
+            return self._record_verdict(direction, rnd, row, verdict, staging, parent)
         return None
 
     def _child_name(self, direction: str, rnd: int, edit_id: str) -> str:
@@ -456,7 +462,7 @@ class Engine:
         except ValueError:
             return str(root)
 
-    def _record_verdict(self, direction, rnd, row, verdict: EditVerdict, staging: Path):
+    def _record_verdict(self, direction, rnd, row, verdict: EditVerdict, staging: Path, parent):
         """Store the judged edit; commit an accepted child under ``harnesses/``."""
         row.status = "evaluated"
         row.rescues, row.regressions = verdict.rescues, verdict.regressions
@@ -485,6 +491,19 @@ class Engine:
         )
         self.store.record_edit(row)
         final = load_harness(self.ws.harnesses_dir / name)
+        repro = reproduce(
+            parent,
+            final,
+            verdict.rescued,
+            replace(self.req.eval, command="evolve"),
+            self.store,
+            salt=self.id,
+            progress=self.progress,
+        )
+        metrics["reproduction"] = repro.model_dump(mode="json")
+        row.metrics_json = json.dumps(metrics)
+        self.store.record_edit(row)
+        self.log(direction.name, f"round {rnd}: claimed rescues re-tested: {repro.text()}")
         variant = Variant(
             name=name,
             direction=direction.name,
@@ -494,6 +513,7 @@ class Engine:
             round=rnd,
             commit=commit,
             cost_usd=row.cost_usd,
+            reproduction=repro.summary(),
         )
         return variant, final
 

@@ -89,8 +89,10 @@ def profile_pool(
             split=template.split,
             reanchor=reanchor,
         )
-    for profile in profiles.values():
+    reproductions = edit_reproductions(store, list(specs.values()))
+    for name, profile in profiles.items():
         profile.card = behavior_card(profile, profiles[base.name])
+        profile.harness.reproduction = reproductions.get(name)
     matrix = rescue_matrix(list(profiles.values()))
     out = PoolProfiles(base.name, profiles, matrix, rows)
     for name, spec in specs.items():
@@ -171,3 +173,20 @@ def edit_splits(store, specs: list[HarnessSpec]) -> dict[str, list[str]]:
             if split:
                 splits.setdefault(by_hash[edit.child_hash], set()).add(split)
     return {name: sorted(found) for name, found in sorted(splits.items())}
+
+
+def edit_reproductions(store, specs: list[HarnessSpec]) -> dict[str, dict]:
+    """Harness name -> the reproduction summary of the accepted edit that made its tree
+    (:mod:`harnessctl.evolve.reproduce`), for harnesses that have one."""
+    import json
+
+    from ..evolve.reproduce import read_reproduction
+
+    by_hash = {s.hash: s.name for s in specs}
+    found: dict[str, dict] = {}
+    for edit in store.edits():
+        if edit.accepted and edit.child_hash in by_hash:
+            repro = read_reproduction(json.loads(edit.metrics_json or "{}"))
+            if repro is not None:
+                found[by_hash[edit.child_hash]] = repro.summary()
+    return found

@@ -78,6 +78,19 @@ def _cell_td(links: Links, cell: Cell | None, title: str, *, colored: bool = Tru
     )
 
 
+def _reproduced(edit: Any) -> str:
+    """`` · reproduce a/n``: the edit's claimed rescues re-tested (nothing when unmeasured)."""
+    from ..evolve.reproduce import read_reproduction
+
+    found = read_reproduction(json.loads(edit.metrics_json or "{}"))
+    if found is None:
+        return ""
+    title = _e(found.text())
+    if not found.tested:
+        return f' &middot; <span title="{title}">reproduce n/a</span>'
+    return f' &middot; <span title="{title}">reproduce {found.reproduced}/{found.tested}</span>'
+
+
 def _lineage(data: ReportData, links: Links, labels: dict[str, str]) -> str:
     if not data.roots:
         return '<p class="note">No edits recorded: run <code>harnessctl evolve</code>.</p>'
@@ -97,7 +110,7 @@ def _lineage(data: ReportData, links: Links, labels: dict[str, str]) -> str:
             edge = (
                 f'<span class="edge">{_e(e.direction)} &middot; reward {e.reward:+.3f} &middot; '
                 f"+{e.rescues}/{e.batch_size} &minus;{e.regressions}/{e.control_size}"
-                f"{_p(e.p_value)} &middot; r{e.round}</span>"
+                f"{_p(e.p_value)} &middot; r{e.round}{_reproduced(e)}</span>"
             )
         cls = "node" if n.edit is not None else "node root"
         head = (
@@ -312,7 +325,9 @@ def render(data: ReportData, embed: Any, *, per_cell: int, max_embedded: int) ->
  &middot; {len(data.harnesses)} harnesses &middot; {len(data.edits)} edits</div>
 <div class="note">Other selections in the store (pick with --policy/--suite/--split):
  {_e(others or "none")}. Edge label: direction &middot; same-batch reward &middot;
- batch rescues/batch &minus;control regressions/control &middot; sign-test p &middot; round.
+ batch rescues/batch &minus;control regressions/control &middot; sign-test p &middot; round
+ &middot; claimed rescues that reproduce where the parent fails afresh (fresh seeds, held-out
+ tasks of the same categories).
  Click any cell or rate to see the rollouts behind it below.</div>
 {body}
 <section id="trajectories"><h2>Trajectories</h2>
