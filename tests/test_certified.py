@@ -21,7 +21,8 @@ from harnessctl.policies.serve import OfflineRequestError, _seed
 from harnessctl.workspace import init_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
-LINE = re.compile(r"^false acceptance: (\d+)/(\d+) \((\d\.\d{3}), 95% CI (\d\.\d{3})-(\d\.\d{3})\)$")
+RATE = r"(\d\.\d{3})"
+LINE = re.compile(rf"^false acceptance: (\d+)/(\d+) \({RATE}, 95% CI {RATE}-{RATE}\)$")
 
 
 def evolve_json(ws: Path, *args: str) -> dict:
