@@ -384,11 +384,14 @@ class Profile(Record):
 
     def dump(self) -> dict[str, Any]:
         """The plain-data form written to YAML, the store and pools: nested ``None`` values
-        stay (``parent: null``), a missing ``card`` or ``reanchor`` is left out."""
+        stay (``parent: null``), a missing ``card``, ``reanchor`` or harness ``reproduction``
+        is left out."""
         data = self.model_dump(mode="json")
         for key in ("card", "reanchor"):
             if data[key] is None:
                 del data[key]
+        if data["harness"].get("reproduction") is None:
+            del data["harness"]["reproduction"]
         return data
 
 

@@ -157,7 +157,11 @@ def test_evolve_json_is_an_evolve_record(evolved):
     assert evolved.variants[-1].name == evolved.best[DIRECTION].name
     data = evolved.model_dump(mode="json")
     assert list(data["variants"][0]) == keys(
-        "name direction hash parent edit_id round commit rescues regressions success_rate cost_usd"
+        "name direction hash parent edit_id round commit rescues regressions success_rate cost_usd "
+        "reproduction"
+    )
+    assert list(data["variants"][0]["reproduction"]) == keys(
+        "claimed tested reproduced fraction fresh_seeds held_out"
     )
     assert list(data["best"][DIRECTION]) == keys("name rescues regressions success_rate")
     assert list(data["edits"][0]) == keys(

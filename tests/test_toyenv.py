@@ -348,6 +348,7 @@ def test_eval_on_docker_matches_local(ws, evolved):
     local = {
         (r.task_id, r.seed): r.outcome
         for r in store(ws).rollouts(harness_hash=_hash(ws, BASE), split="train")
+        if r.seed < 2  # evolve's re-tests of claimed rescues ran the base at later seeds too
     }
     assert {(r.task_id, r.seed): r.outcome for r in docker_rows} == {
         k: v for k, v in local.items() if k[0] in tasks

@@ -34,16 +34,8 @@ def render_evolve(console: Console, base, result, split: str) -> None:
     )
     # measured on the evolve's split, against the base, per (task, seed) pair: the split the
     # edits were chosen on, so these are in-sample figures (profile on another split)
-    cols = (
-        "variant",
-        "direction",
-        "pair rescues",
-        "pair regressions",
-        "success",
-        "reproduce",
-        "editor cost",
-    )
-    for col in cols:
+    cols = ("variant", "direction", "pair rescues", "pair regressions", "success")
+    for col in (*cols, "reproduce", "editor cost"):
         left = col in ("variant", "direction")
         table.add_column(col, justify="left" if left else "right", overflow="fold")
     for v in result.best.values():
