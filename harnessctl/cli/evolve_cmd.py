@@ -50,6 +50,14 @@ AlphaOption = Annotated[
     typer.Option(callback=unit_open, help="Sign-test level for accepting an edit, in (0, 1]."),
 ]
 MinNetOption = Annotated[int, typer.Option(min=0, help="Rescues minus regressions at least.")]
+ConfirmOption = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="Fresh seeds on which parent and child re-run the judged tasks before an edit is "
+        "accepted (the same sign test; 0: the same-batch test alone).",
+    ),
+]
 RetriesOption = Annotated[int, typer.Option(min=0, help="Retries after a rejected patch.")]
 MaxEditsOption = Annotated[int | None, typer.Option(min=1, help="Stop after this many edits.")]
 MaxCostOption = Annotated[
@@ -72,6 +80,7 @@ def evolve_command(
     control: ControlOption = 12,
     alpha: AlphaOption = 0.1,
     min_net: MinNetOption = 1,
+    confirm_seeds: ConfirmOption = 2,
     editor_retries: RetriesOption = 2,
     max_edits: MaxEditsOption = None,
     max_editor_cost: MaxCostOption = None,
@@ -102,9 +111,8 @@ def evolve_command(
     evaluation = eval_request(
         ws, spec, suite, pol, where, split=split, rollouts=rollouts, limits=limits
     )
-    judge = dict(
-        rounds=rounds, batch_size=batch, control_size=control, alpha=alpha, min_net=min_net
-    )
+    judge = dict(rounds=rounds, batch_size=batch, control_size=control, alpha=alpha)
+    judge |= dict(min_net=min_net, confirm_seeds=confirm_seeds)
     stops = dict(
         editor_retries=editor_retries, max_edits=max_edits, max_editor_cost=max_editor_cost
     )

@@ -81,6 +81,8 @@ class _Versioned(BaseModel):
             data = {k: v for k, v in data.items() if k != "schema_version"}
             data.setdefault("version", old)
         return data
+
+
 SIDES = ("train", "test")
 
 

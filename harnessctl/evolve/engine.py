@@ -51,6 +51,9 @@ class EvolveRequest:
     control_size: int = 12
     alpha: float = 0.1
     min_net: int = 1
+    confirm_seeds: int = 2
+    """Fresh seeds of the confirmation an edit that passes the same-batch test must pass too
+    (0: none)."""
     editor_retries: int = 2
     max_edits: int | None = None
     max_editor_cost: float | None = None
@@ -71,7 +74,6 @@ class Variant:
     cost_usd: float = 0.0
     rescued_pairs: list[tuple[str, int]] = field(default_factory=list)
     reproduction: dict | None = None  # Reproduction.summary() of the edit's claimed rescues
-
 
 
 class VariantRecord(Record):
@@ -190,6 +192,7 @@ def evolve_id(req: EvolveRequest) -> str:
             req.alpha,
             req.min_net,
             req.editor_retries,
+            req.confirm_seeds,
         ],
         sort_keys=True,
     )
@@ -387,6 +390,7 @@ class Engine:
                 manifest_update=update,
                 workdir=staging,
                 progress=self.progress,
+                confirm_seeds=self.req.confirm_seeds,
             )
             row.patch, row.diff = verdict.patch, verdict.diff
             if verdict.status == "rejected":
@@ -437,7 +441,11 @@ class Engine:
             limits=asdict(ev.limits),
             max_calls=ev.max_calls,
             max_tokens=ev.max_tokens,
-            accept_rule={"alpha": self.req.alpha, "min_net": self.req.min_net},
+            accept_rule={
+                "alpha": self.req.alpha,
+                "min_net": self.req.min_net,
+                "confirm_seeds": self.req.confirm_seeds,
+            },
         )
         return {
             "suite": ev.suite.id,
@@ -451,7 +459,11 @@ class Engine:
             ],
             "files": ctx.files,
             "direction": direction.model_dump(),
-            "rule": {"alpha": self.req.alpha, "min_net": self.req.min_net},
+            "rule": {
+                "alpha": self.req.alpha,
+                "min_net": self.req.min_net,
+                "confirm_seeds": self.req.confirm_seeds,
+            },
             "reward": recipe.model_dump(mode="json"),
         }
 
@@ -472,6 +484,8 @@ class Engine:
         metrics["child_eval_tokens"] = verdict.eval_tokens
         metrics["rescued"] = [list(p) for p in verdict.rescued]
         metrics["pairs"] = [p.model_dump() for p in verdict.pairs]
+        if verdict.confirmation is not None:
+            metrics["confirmation"] = verdict.confirmation.model_dump()
         row.metrics_json = json.dumps(metrics)
         self.store.record_edit(row)
         self.log(
@@ -499,6 +513,7 @@ class Engine:
             self.store,
             salt=self.id,
             progress=self.progress,
+            skip=self.req.confirm_seeds,
         )
         metrics["reproduction"] = repro.model_dump(mode="json")
         row.metrics_json = json.dumps(metrics)
@@ -534,6 +549,7 @@ class Engine:
             f"Same-batch reward {verdict.reward:+.3f}: rescued {verdict.rescues}/"
             f"{verdict.batch_size} failures, regressed {verdict.regressions}/"
             f"{verdict.control_size} successes (sign test p={verdict.p_value:.4f}). "
+            f"{verdict.confirmation.reason.capitalize() + '. ' if verdict.confirmation else ''}"
             f"Editor: {row.editor}.\n\n"
             f"Harness-Parent: {row.parent_name} {row.parent_hash[:12]}\n"
             f"Harness-Direction: {row.direction}\n"

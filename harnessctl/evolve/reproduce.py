@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..harness import HarnessSpec
 from ..run.evaluate import EvalRequest, evaluate
+from .reward import fresh_seeds
 
 FRESH_TRIES = 3
 """Fresh seeds tried per rescued task for one where the parent fails."""
@@ -109,13 +110,14 @@ def reproduce(
     *,
     salt: str = "",
     progress: Any = None,
+    skip: int = 0,
 ) -> Reproduction:
-    """Re-test ``rescued`` (the child's claimed rescues) on fresh seeds and held-out tasks."""
+    """Re-test ``rescued`` (the child's claimed rescues) on fresh seeds (after ``skip``
+    fresh seeds the confirmation used) and held-out tasks."""
     suite, split = evaluation.suite, evaluation.split
     judged = {t.id: t for t in suite.tasks(split).tasks}
     tasks = sorted({t for t, _ in rescued if t in judged})
-    first_fresh = evaluation.seed + evaluation.rollouts
-    fresh = [(t, first_fresh + j) for t in tasks for j in range(FRESH_TRIES)]
+    fresh = [(t, s) for t in tasks for s in fresh_seeds(evaluation, FRESH_TRIES, skip)]
     parent_fresh = _outcomes(evaluation, parent, split, fresh, store, progress)
     fresh_pairs = []
     for task in tasks:

@@ -117,6 +117,24 @@ class PairResult(BaseModel):
     tokens: int = 0
 
 
+class Confirmation(BaseModel):
+    """Parent and child re-run on the judged tasks at fresh seeds, neither chosen by an
+    outcome: under an edit that does nothing their results are exchangeable, so the sign
+    test over the discordant pairs holds its level (the same-batch test alone does not for a
+    sampled model: the batch was chosen because the parent failed, docs/decisions.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    seeds: list[int]
+    pairs: int
+    wins: int
+    """Pairs the child solved and the parent did not."""
+    losses: int
+    """Pairs the parent solved and the child did not."""
+    p_value: float
+    accepted: bool
+    reason: str
+
+
 class EditVerdict(BaseModel):
     """What :func:`judge_edit` found: the child's reward and whether it is accepted."""
 
@@ -140,6 +158,9 @@ class EditVerdict(BaseModel):
     pairs: list[PairResult] = []
     eval_tokens: int = 0
     """Prompt plus completion tokens of the child's paired re-run."""
+    confirmation: Confirmation | None = None
+    """The confirmation on fresh seeds, when the same-batch test passed and one was asked
+    for (``confirm_seeds`` > 0); ``accepted`` is then its verdict."""
 
     @property
     def rescued(self) -> list[Pair]:
@@ -171,6 +192,7 @@ def judge_edit(
     manifest_update: dict | None = None,
     workdir: Path | None = None,
     progress: Progress | None = None,
+    confirm_seeds: int = 0,
 ) -> EditVerdict:
     """Score ``patch`` (an editor's reply) as an edit of ``parent`` along ``direction``.
 
@@ -179,7 +201,8 @@ def judge_edit(
     re-runs it through :func:`harnessctl.run.evaluate` (cached, stored like any
     evaluation) on ``batch`` (pairs the parent failed) and ``control`` (pairs it succeeded
     on) with the suite, split, policy and limits of ``evaluation``. Writes no edit record and
-    no git commit.
+    no git commit. With ``confirm_seeds`` > 0, an edit the same-batch test accepts is
+    accepted only if a :class:`Confirmation` on that many fresh seeds accepts it too.
     """
     if not batch:
         raise ValueError("judge_edit needs at least one batch pair")
@@ -216,19 +239,28 @@ def judge_edit(
             (r.task_id, r.seed): r
             for r in _run(evaluation, child, batch + control, store, progress)
         }
+        pairs = [_pair(rows.get(p), p, "batch") for p in batch]
+        pairs += [_pair(rows.get(p), p, "control") for p in control]
+        rescues = sum(1 for p in pairs if p.role == "batch" and p.success)
+        regressions = sum(1 for p in pairs if p.role == "control" and not p.success)
+        rule = judge(rescues, regressions, len(batch), len(control), alpha=alpha, min_net=min_net)
+        accepted, reason, confirmation = rule.accepted, rule.reason, None
+        if rule.accepted and confirm_seeds > 0:
+            tasks = list(dict.fromkeys(t for t, _ in batch + control))
+            confirmation = confirm(
+                parent, child, tasks, evaluation, store, confirm_seeds, alpha, min_net, progress
+            )
+            accepted = confirmation.accepted
+            reason = f"{rule.reason}; {confirmation.reason}"
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    pairs = [_pair(rows.get(p), p, "batch") for p in batch]
-    pairs += [_pair(rows.get(p), p, "control") for p in control]
-    rescues = sum(1 for p in pairs if p.role == "batch" and p.success)
-    regressions = sum(1 for p in pairs if p.role == "control" and not p.success)
-    rule = judge(rescues, regressions, len(batch), len(control), alpha=alpha, min_net=min_net)
     return EditVerdict(
         status="evaluated",
-        accepted=rule.accepted,
+        accepted=accepted,
         reward=rule.reward,
-        reason=rule.reason,
+        reason=reason,
+        confirmation=confirmation,
         rescues=rescues,
         regressions=regressions,
         p_value=rule.p_value,
@@ -239,6 +271,50 @@ def judge_edit(
         eval_tokens=sum(r.prompt_tokens + r.completion_tokens for r in rows.values()),
         batch_size=len(batch),
         control_size=len(control),
+    )
+
+
+def fresh_seeds(evaluation: EvalRequest, count: int, skip: int = 0) -> list[int]:
+    """``count`` seeds after the ones an evaluation of the split uses (``skip`` more)."""
+    first = evaluation.seed + evaluation.rollouts + skip
+    return list(range(first, first + count))
+
+
+def confirm(
+    parent: HarnessSpec,
+    child: HarnessSpec,
+    tasks: Sequence[str],
+    evaluation: EvalRequest,
+    store: Any,
+    seeds: int,
+    alpha: float,
+    min_net: int,
+    progress: Progress | None = None,
+) -> Confirmation:
+    """Parent and child on ``tasks`` at ``seeds`` fresh seeds: the sign test over the pairs
+    where exactly one of them succeeds, with the same ``alpha`` and ``min_net``."""
+    chosen = fresh_seeds(evaluation, seeds)
+    pairs = [(t, s) for t in tasks for s in chosen]
+    before = {
+        (r.task_id, r.seed): r.success for r in _run(evaluation, parent, pairs, store, progress)
+    }
+    after = {
+        (r.task_id, r.seed): r.success for r in _run(evaluation, child, pairs, store, progress)
+    }
+    wins = sum(1 for p in pairs if after.get(p) and not before.get(p))
+    losses = sum(1 for p in pairs if before.get(p) and not after.get(p))
+    rule = judge(wins, losses, len(pairs), len(pairs), alpha=alpha, min_net=min_net)
+    said = (
+        f"fresh seeds {chosen[0]}-{chosen[-1]}: {wins} wins, {losses} losses, p={rule.p_value:.3f}"
+    )
+    return Confirmation(
+        seeds=chosen,
+        pairs=len(pairs),
+        wins=wins,
+        losses=losses,
+        p_value=rule.p_value,
+        accepted=rule.accepted,
+        reason=f"confirmed on {said}" if rule.accepted else f"not confirmed on {said}",
     )
 
 
