@@ -133,6 +133,12 @@ class OSEpisode(Episode):
                 f"the command wrote past the system's disk limit ({self.limits.disk_mb} MiB) "
                 "and was stopped"
             )
+        elif result.limit == "pids":
+            info["limit"] = "pids"
+            info["error"] = (
+                f"no process could start in the system (its limit is {self.limits.pids}): it "
+                "was restarted, every process stopped, its files kept"
+            )
         elif result.session_ended:
             info["error"] = "the command ended the shell; a new shell was started"
         if result.limit or result.session_ended:

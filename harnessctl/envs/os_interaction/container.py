@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 DEFAULT_IMAGE = "harnessctl-os:latest"
 DOCKER_TIMEOUT_S = 60.0
+SESSION_START_S = 10.0
 #: Bytes of a command's output kept on the host (the rest is counted and dropped).
 KEEP_BYTES = 64 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -70,7 +71,9 @@ class CommandResult:
     output: str
     exit_code: int | None  # None: stopped before it finished
     seconds: float
-    limit: str | None = None  # "timeout" or "disk" when the command was stopped
+    #: "timeout" or "disk" when the command was stopped; "pids" when no process could start
+    #: after it (the container was restarted)
+    limit: str | None = None
     session_ended: bool = False  # the command ended the shell (``exit``); a new one started
     dropped_bytes: int = 0
 
@@ -201,6 +204,8 @@ class TaskContainer:
     run_id: str = field(default_factory=lambda: f"os-{uuid.uuid4().hex[:12]}")
     id: str | None = None
     cwd: str = "/"
+    start_code: str | None = None
+    restarts: int = 0
     _session: _Session | None = None
 
     def start(self) -> None:
@@ -248,6 +253,7 @@ class TaskContainer:
     def run_background(self, code: str) -> None:
         """Start ``code`` detached (AgentBench's ``start``: it keeps running)."""
         assert self.id is not None, "start() the container first"
+        self.start_code = code
         docker("exec", "-d", "-w", "/", self.id, "bash", "-c", code)
 
     # --- the agent's session ----------------------------------------------------------
@@ -256,7 +262,7 @@ class TaskContainer:
         session = _Session(self.id, self.cwd)
         nonce = secrets.token_hex(8)
         session.send(f"printf '__HX_%s__ %s\\n' '{nonce}' \"$$\"\n")
-        raw = self._wait_marker(session, nonce, time.monotonic() + DOCKER_TIMEOUT_S)
+        raw = self._wait_marker(session, nonce, time.monotonic() + SESSION_START_S)
         if raw is None:
             session.close()
             raise ContainerError("the task container's shell did not start")
@@ -299,7 +305,7 @@ class TaskContainer:
             with contextlib.suppress(Exception):
                 docker(
                     "exec", self.id, "bash", "-c", _KILL_TREE, "kill", str(session.pid),
-                    timeout=20, check=False,
+                    timeout=10, check=False,
                 )  # fmt: skip
         session.close()
 
@@ -352,7 +358,17 @@ class TaskContainer:
             session.close()
         raw, dropped = session.take()
         self._session = None
-        self._session = self._open_session()
+        try:
+            self._session = self._open_session()
+        except ContainerError:
+            # no process can start (a fork bomb holds every pid): restart the container,
+            # which stops every process in it, keeps its files, and starts `start` again
+            self.restarts += 1
+            docker("restart", "-t", "0", self.id, timeout=DOCKER_TIMEOUT_S)
+            if self.start_code is not None:
+                self.run_background(self.start_code)
+            self._session = self._open_session()
+            limit = "pids"
         return CommandResult(
             clean_text(raw), None, seconds, limit=limit, session_ended=limit is None,
             dropped_bytes=dropped,
