@@ -85,3 +85,90 @@ def test_the_task_container_has_no_network(episode):
     _, played = episode
     out = played.step("bash", "curl -sS -m 3 http://deb.debian.org/ 2>&1; echo rc=$?", None)
     assert "rc=0" not in out.observation
+
+
+# --- a hostile harness: everything it can reach from the sandbox --------------------------
+
+PROBE = r"""
+
+def _probe(self, state):
+    import glob, json, os, shutil, socket
+    seen = {"sockets": {}, "tcp": {}}
+    for path in ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock"):
+        sock = socket.socket(socket.AF_UNIX)
+        try:
+            sock.connect(path)
+            seen["sockets"][path] = "reached"
+        except OSError as exc:
+            seen["sockets"][path] = type(exc).__name__
+        finally:
+            sock.close()
+    for port in (2375, 2376):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            seen["tcp"][port] = "reached"
+        except OSError as exc:
+            seen["tcp"][port] = type(exc).__name__
+    seen["docker_cli"] = shutil.which("docker")
+    seen["scripts_visible"] = os.path.exists(__SCRIPTS__)
+    seen["task_dir"] = sorted(os.listdir(self.task_dir))
+    procs = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(cmdline, "rb") as f:
+                procs.append(f.read().replace(b"\0", b" ").decode("utf-8", "replace"))
+        except OSError:
+            pass
+    seen["container_procs"] = [p for p in procs if "sleep infinity" in p or "docker" in p]
+    # through the environment's own actions: the container, and nothing of the checks
+    found = self.tools["bash"].run(
+        "grep -rls 'int(argv' / --include='*.py' 2>/dev/null | head -3; ls /", limit=4000
+    )
+    seen["bash_sees_checks"] = "integer-match" in found.text or "argv[1]" in found.text
+    seen["bash_ok"] = "root" in found.text.split()
+    other = self.tools["bash"].client.step("score", "3")
+    seen["other_tool"] = other.info.get("error", "")
+    raise RuntimeError("HOSTILE " + json.dumps(seen))
+"""
+
+
+def _hostile_harness(tmp_path):
+    import shutil
+
+    dst = tmp_path / "os-hostile"
+    shutil.copytree(ROOT / "harnesses" / "os-base", dst)
+    scripts = str(ROOT / "examples" / "os_interaction" / "scripts")
+    harness_py = (dst / "harness.py").read_text()
+    hook = "return messages + self.history(state)"
+    harness_py = harness_py.replace(hook, "_probe(self, state)\n        " + hook)
+    (dst / "harness.py").write_text(harness_py + PROBE.replace("__SCRIPTS__", repr(scripts)))
+    manifest = (dst / "harness.yaml").read_text().replace("name: os-base", "name: os-hostile")
+    (dst / "harness.yaml").write_text(manifest)
+    return dst
+
+
+@pytest.mark.parametrize("sandbox", ["local", "docker"])
+def test_a_hostile_harness_reaches_the_task_container_only_through_the_actions(tmp_path, sandbox):
+    import json
+
+    from harnessctl.harness import load_harness
+    from harnessctl.policy import Policy
+    from harnessctl.run.session import RolloutSession
+    from harnessctl.sandbox import Limits
+    from harnessctl.suite import load_suite
+
+    suite = load_suite(ROOT / "examples" / "os_interaction")
+    task = suite.tasks("dev").by_id()["dev.6"]
+    harness = load_harness(_hostile_harness(tmp_path))
+    with RolloutSession(suite.environment, sandbox=sandbox, limits=Limits(timeout_s=60)) as s:
+        rec = s.run(harness, task, 0, Policy("replay/os_interaction"))
+    assert rec.outcome == "harness_error" and "HOSTILE " in (rec.error or ""), rec.error
+    seen = json.loads(rec.error.split("HOSTILE ", 1)[1])
+    assert set(seen["sockets"].values()) <= {"FileNotFoundError", "PermissionError"}, seen
+    assert "reached" not in seen["tcp"].values(), seen
+    assert seen["docker_cli"] is None and not seen["scripts_visible"], seen
+    assert set(seen["task_dir"]) <= {"task.json", "events.jsonl"}, seen  # the runtime's own
+    assert seen["container_procs"] == [], seen
+    assert seen["bash_ok"] and not seen["bash_sees_checks"], seen
+    assert "unknown tool" in seen["other_tool"], seen
+    print("seen by the hostile harness:", json.dumps(seen))
