@@ -172,3 +172,24 @@ def test_a_hostile_harness_reaches_the_task_container_only_through_the_actions(t
     assert seen["bash_ok"] and not seen["bash_sees_checks"], seen
     assert "unknown tool" in seen["other_tool"], seen
     print("seen by the hostile harness:", json.dumps(seen))
+
+
+def test_a_task_container_whose_owner_is_gone_is_reaped(monkeypatch):
+    from harnessctl.envs.os_interaction import container as tc
+
+    monkeypatch.setattr(tc.os, "getpid", lambda: 4_194_000)  # above pid_max: never alive
+    orphan = tc.TaskContainer()
+    orphan.start()
+    try:
+        assert orphan.id is not None
+        labels = subprocess.run(
+            ["docker", "inspect", "-f", "{{json .Config.Labels}}", orphan.id],
+            capture_output=True,
+            text=True,
+        ).stdout
+        assert '"harnessctl":"1"' in labels and '"harnessctl.pid":"4194000"' in labels
+        assert tc.reap_orphans() >= 1
+        gone = subprocess.run(["docker", "inspect", orphan.id], capture_output=True)
+        assert gone.returncode != 0
+    finally:
+        orphan.close()
