@@ -39,11 +39,32 @@ SESSION_START_S = 10.0
 #: Bytes of a command's output kept on the host (the rest is counted and dropped).
 KEEP_BYTES = 64 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-# kill a process tree from the leaves up, freezing each parent first so it cannot refill it
-_KILL_TREE = (
-    'k() { kill -STOP "$1" 2>/dev/null; for c in $(pgrep -P "$1"); do k "$c"; done; '
-    'kill -KILL "$1" 2>/dev/null; }; k "$1"'
-)
+#: Stop every process of the container but its init, its ``sleep`` and the task's ``start``
+#: program (marked by ``HX_START=1`` in its environment, which its children inherit): a
+#: command's processes reparent to init when their parent dies, so a tree kill would miss
+#: them. Builtins only (no fork): it runs even when a fork bomb holds nearly every pid;
+#: every victim is stopped before any is killed, so none can fork a replacement.
+KILL_ALL = r"""
+keep=" 1 $$ $1 "
+for round in 1 2 3 4 5 6; do
+  victims=""
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$keep" in *" $p "*) continue;; esac
+    started=0
+    while IFS= read -r -d '' kv; do
+      [ "$kv" = HX_START=1 ] && started=1 && break
+    done < "$d/environ" 2>/dev/null
+    [ "$started" = 1 ] && continue
+    victims="$victims $p"
+  done
+  [ -z "$victims" ] && exit 0
+  kill -STOP $victims 2>/dev/null
+  kill -KILL $victims 2>/dev/null
+done
+exit 0
+"""
+START_MARK = "HX_START=1"
 
 
 class ContainerError(RuntimeError):
@@ -205,6 +226,7 @@ class TaskContainer:
     id: str | None = None
     cwd: str = "/"
     start_code: str | None = None
+    sleep_pid: str | None = None
     restarts: int = 0
     _session: _Session | None = None
 
@@ -225,7 +247,19 @@ class TaskContainer:
             "-w", "/",
             self.image, "sleep", "infinity",
         ).strip()  # fmt: skip
+        self.sleep_pid = self._find_sleep()
         self._session = self._open_session()
+
+    def _find_sleep(self) -> str | None:
+        """The container's ``sleep infinity`` (spared by ``KILL_ALL``), found before any
+        command runs."""
+        assert self.id is not None
+        for _ in range(50):
+            out = docker("exec", self.id, "bash", "-c", "pgrep -x -P 1 sleep || true").split()
+            if out:
+                return out[0]
+            time.sleep(0.05)
+        return None
 
     # --- scripts on their own ---------------------------------------------------------
     def run_script(
@@ -254,7 +288,7 @@ class TaskContainer:
         """Start ``code`` detached (AgentBench's ``start``: it keeps running)."""
         assert self.id is not None, "start() the container first"
         self.start_code = code
-        docker("exec", "-d", "-w", "/", self.id, "bash", "-c", code)
+        docker("exec", "-d", "-e", START_MARK, "-w", "/", self.id, "bash", "-c", code)
 
     # --- the agent's session ----------------------------------------------------------
     def _open_session(self) -> _Session:
@@ -300,14 +334,30 @@ class TaskContainer:
         except ValueError:
             return 0.0
 
-    def _kill_session(self, session: _Session) -> None:
-        if session.pid is not None and self.id is not None:
-            with contextlib.suppress(Exception):
-                docker(
-                    "exec", self.id, "bash", "-c", _KILL_TREE, "kill", str(session.pid),
-                    timeout=10, check=False,
-                )  # fmt: skip
-        session.close()
+    def _stop_commands(self) -> bool:
+        """Stop every process the agent's commands started (``KILL_ALL``); False when no
+        process could start in the container to do it."""
+        assert self.id is not None
+        try:
+            done = subprocess.run(
+                [
+                    "docker",
+                    "exec",
+                    self.id,
+                    "bash",
+                    "-c",
+                    KILL_ALL,
+                    "kill-all",
+                    self.sleep_pid or "0",
+                ],
+                capture_output=True,
+                timeout=20,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return False
+        return done.returncode == 0
 
     def bash(self, command: str) -> CommandResult:
         """Run one command of the agent in the session (see the module docstring)."""
@@ -352,19 +402,20 @@ class TaskContainer:
             code = int(status) if status.lstrip("-").isdigit() else None
             return CommandResult(clean_text(out), code, seconds, dropped_bytes=dropped)
         # stopped at a limit, or the command ended the shell: a fresh session, same directory
-        if limit is not None:
-            self._kill_session(session)
-        else:
-            session.close()
+        stopped = self._stop_commands() if limit is not None else True
+        session.close()
         raw, dropped = session.take()
         self._session = None
         try:
+            if not stopped:
+                raise ContainerError("no process could start to stop the command")
             self._session = self._open_session()
         except ContainerError:
             # no process can start (a fork bomb holds every pid): restart the container,
             # which stops every process in it, keeps its files, and starts `start` again
             self.restarts += 1
             docker("restart", "-t", "0", self.id, timeout=DOCKER_TIMEOUT_S)
+            self.sleep_pid = self._find_sleep()
             if self.start_code is not None:
                 self.run_background(self.start_code)
             self._session = self._open_session()
