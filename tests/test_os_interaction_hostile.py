@@ -42,8 +42,13 @@ def test_a_command_that_never_ends_is_stopped_and_the_shell_goes_on(episode):
     assert loop.info["limit"] == "timeout"
     after = played.step("bash", "pwd; echo ${MARK:-lost}", None)
     assert after.observation.split() == ["/usr", "lost"]  # same directory, a fresh shell
+    # the directory it was in is gone when the next shell starts: that shell starts in /
+    played.step("bash", "mkdir /gone && cd /gone", None)
+    gone = played.step("bash", "rm -rf /gone && sleep 100", None)
+    assert gone.info["limit"] == "timeout"
+    assert played.step("bash", "pwd", None).observation.strip() == "/"
     detail = env.score(TASK, ROOT, "3", played).detail
-    assert [e["limit"] for e in detail["events"]] == ["timeout", "timeout"]
+    assert [e["limit"] for e in detail["events"]] == ["timeout", "timeout", "timeout"]
 
 
 def test_a_fork_bomb_is_held_by_the_pids_limit_and_stopped(episode):

@@ -299,6 +299,9 @@ class TaskContainer:
         raw = self._wait_marker(session, nonce, time.monotonic() + SESSION_START_S)
         if raw is None:
             session.close()
+            if session.eof and self.cwd != "/":  # its directory is gone: start in /
+                self.cwd = "/"
+                return self._open_session()
             raise ContainerError("the task container's shell did not start")
         session.pid = int(raw[1])
         return session
