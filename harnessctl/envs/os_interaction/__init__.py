@@ -21,6 +21,7 @@ only).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -82,18 +83,56 @@ class OSEpisode(Episode):
         self.commands = 0
         self.events: list[dict[str, Any]] = []
         self.init_status: list[int | None] = []
+        self._booting: threading.Thread | None = None
+        self._booted: tuple[TaskContainer, list[int | None]] | None = None
+        self._boot_error: BaseException | None = None
+
+    def boot(self) -> None:
+        """Start the task container in the background (``open_episode`` calls it, so the
+        container starts while the sandbox does); ``reset`` takes it over."""
+        self._booting = threading.Thread(target=self._boot_into_slot, daemon=True)
+        self._booting.start()
+
+    def _boot_into_slot(self) -> None:
+        try:
+            self._booted = self._boot()
+        except BaseException as exc:  # handed to reset, which raises it
+            self._boot_error = exc
+
+    def _boot(self) -> tuple[TaskContainer, list[int | None]]:
+        container = TaskContainer(self.image, self.limits)
+        try:
+            container.start()
+            statuses: list[int | None] = []
+            for language, code in self.task.record["init"]:
+                status, _ = container.run_script(language, code, timeout=INIT_TIMEOUT_S)
+                statuses.append(status)
+            start = self.task.record["start"]
+            if start is not None:
+                container.run_background(start[1])
+        except BaseException:
+            container.close()
+            raise
+        return container, statuses
+
+    def _take_booted(self) -> tuple[TaskContainer, list[int | None]] | None:
+        thread, self._booting = self._booting, None
+        if thread is None:
+            return None
+        thread.join()
+        booted, error = self._booted, self._boot_error
+        self._booted, self._boot_error = None, None
+        if error is not None:
+            raise error
+        return booted
 
     def reset(self) -> StepResult:
-        self.close()
-        self.finished, self.commands, self.events, self.init_status = False, 0, [], []
-        self.container = TaskContainer(self.image, self.limits)
-        self.container.start()
-        for language, code in self.task.record["init"]:
-            status, _ = self.container.run_script(language, code, timeout=INIT_TIMEOUT_S)
-            self.init_status.append(status)
-        start = self.task.record["start"]
-        if start is not None:
-            self.container.run_background(start[1])
+        booted = self._take_booted()
+        if self.container is not None or booted is None:  # a second reset: a fresh system
+            self.close()
+            booted = self._boot()
+        self.container, self.init_status = booted
+        self.finished, self.commands, self.events = False, 0, []
         info = {"tools": list(TOOLS), "max_rounds": MAX_ROUNDS}
         return StepResult(self.task.record["description"], info=info)
 
@@ -154,6 +193,10 @@ class OSEpisode(Episode):
         return StepResult(shape_output(text), info=info)
 
     def close(self) -> None:
+        with contextlib.suppress(BaseException):
+            booted = self._take_booted()
+            if booted is not None:
+                booted[0].close()
         if self.container is not None:
             self.container.close()
             self.container = None
@@ -246,7 +289,9 @@ class OSEnvironment(Environment):
         if not _reaped.is_set():  # once per process: containers of runs that were killed
             _reaped.set()
             reap_orphans()
-        return OSEpisode(task, self.image, self.limits)
+        episode = OSEpisode(task, self.image, self.limits)
+        episode.boot()
+        return episode
 
     def score(
         self, task: Task, workdir: Path, answer: str | None, episode: Episode | None = None
