@@ -131,9 +131,13 @@ def is_offline(model: str) -> bool:
 
 
 def get_offline_policy(model: str) -> OfflinePolicy:
-    """The offline policy named ``model``; ``replay/<kind>`` works for every environment."""
+    """The offline policy named ``model``; ``replay/<kind>`` works for every environment
+    (an environment whose gold needs the episode's observations registers its own
+    ``replay/<kind>``, which then wins over the generic one)."""
     provider, _, name = model.partition("/")
     if provider == "replay" and name:
+        if model in OFFLINE_POLICIES.names():
+            return OFFLINE_POLICIES.create(model)
         return OFFLINE_POLICIES.get("replay")(name)
     return OFFLINE_POLICIES.create(model)
 

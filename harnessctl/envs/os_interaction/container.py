@@ -1,0 +1,438 @@
+"""One task container per episode, driven from the host with the docker CLI.
+
+The container runs the offline task image (``scripts/build-os-image.sh``) with no network and
+bounded processes (pids), memory, CPU, file size (``RLIMIT_FSIZE``) and a size-limited
+``/tmp``; its writable layer is measured while a command runs and the command is stopped
+past ``disk_mb`` (the engine's overlay2 on ext4 cannot cap a layer's size itself). It carries
+the docker sandbox's labels (``harnessctl=1``, run, owning pid and host), so the sandbox's
+reaper removes it when its owner is gone.
+
+Two ways in, as AgentBench has them:
+
+- :meth:`TaskContainer.run_script` runs a script on its own (``bash -c CODE -- ARGS`` or
+  ``python3 -c CODE ARGS``): init scripts and the checks;
+- :meth:`TaskContainer.bash` runs the agent's command in one long-lived ``bash --login``
+  session (working directory and variables persist between commands), its stdin from
+  ``/dev/null`` (an interactive program sees end of input instead of the next command), with
+  a time limit: past it, or past the disk limit, the session's process tree is killed and a
+  fresh session starts in the same directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+DEFAULT_IMAGE = "harnessctl-os:latest"
+DOCKER_TIMEOUT_S = 60.0
+SESSION_START_S = 10.0
+#: Bytes of a command's output kept on the host (the rest is counted and dropped).
+KEEP_BYTES = 64 * 1024
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+#: Stop every process of the container but its init, its ``sleep`` and the task's ``start``
+#: program (marked by ``HX_START=1`` in its environment, which its children inherit): a
+#: command's processes reparent to init when their parent dies, so a tree kill would miss
+#: them. Builtins only (no fork): it runs even when a fork bomb holds nearly every pid;
+#: every victim is stopped before any is killed, so none can fork a replacement.
+KILL_ALL = r"""
+keep=" 1 $$ $1 "
+for round in 1 2 3 4 5 6; do
+  victims=""
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$keep" in *" $p "*) continue;; esac
+    started=0
+    while IFS= read -r -d '' kv; do
+      [ "$kv" = HX_START=1 ] && started=1 && break
+    done < "$d/environ" 2>/dev/null
+    [ "$started" = 1 ] && continue
+    victims="$victims $p"
+  done
+  [ -z "$victims" ] && exit 0
+  kill -STOP $victims 2>/dev/null
+  kill -KILL $victims 2>/dev/null
+done
+exit 0
+"""
+START_MARK = "HX_START=1"
+
+
+class ContainerError(RuntimeError):
+    """The engine could not start or reach the task container (an infrastructure error)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one task container may use."""
+
+    command_timeout_s: float = 20.0
+    pids: int = 256
+    memory_mb: int = 512
+    cpus: float = 1.0
+    file_mb: int = 64  # RLIMIT_FSIZE: the largest file a process may write
+    tmp_mb: int = 64  # /tmp is a tmpfs of this size
+    disk_mb: int = 256  # the writable layer, measured while a command runs
+    disk_poll_s: float = 1.0
+
+
+@dataclass
+class CommandResult:
+    """What one command in the session did."""
+
+    output: str
+    exit_code: int | None  # None: stopped before it finished
+    seconds: float
+    #: "timeout" or "disk" when the command was stopped; "pids" when no process could start
+    #: after it (the container was restarted)
+    limit: str | None = None
+    session_ended: bool = False  # the command ended the shell (``exit``); a new one started
+    dropped_bytes: int = 0
+
+
+def clean_text(raw: bytes) -> str:
+    """Decoded output with control characters (bar newline and tab) removed."""
+    return _CONTROL.sub("", raw.decode("utf-8", errors="replace").replace("\r\n", "\n"))
+
+
+def labels(run_id: str) -> dict[str, str]:
+    """The docker sandbox's labels, so its reaper finds orphans (owner pid gone)."""
+    return {
+        "harnessctl": "1",
+        "harnessctl.run": run_id,
+        "harnessctl.pid": str(os.getpid()),
+        "harnessctl.host": socket.gethostname(),
+        "harnessctl.kind": "os_interaction",
+    }
+
+
+def docker(*args: str, timeout: float = DOCKER_TIMEOUT_S, check: bool = True) -> str:
+    """Run the docker CLI; ``ContainerError`` when it fails (and ``check``) or hangs."""
+    if shutil.which("docker") is None:
+        raise ContainerError("the docker CLI is not installed (the task container needs it)")
+    try:
+        done = subprocess.run(["docker", *args], capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise ContainerError(f"docker {args[0]} did not answer within {timeout:.0f}s") from None
+    if check and done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip()[-500:]
+        raise ContainerError(f"docker {args[0]} failed: {message}")
+    return done.stdout.decode("utf-8", "replace")
+
+
+def image_present(image: str) -> bool:
+    try:
+        docker("image", "inspect", image)
+    except ContainerError:
+        return False
+    return True
+
+
+def reap_orphans() -> int:
+    """Remove labelled containers whose owning process is gone (the sandbox's reaper)."""
+    try:
+        import docker as docker_sdk
+
+        from harnessctl.sandbox.docker_reaper import reap_containers
+    except ImportError:
+        return 0
+    try:
+        client = docker_sdk.from_env()
+    except Exception:  # no engine: nothing to reap
+        return 0
+    try:
+        return reap_containers(client)
+    finally:
+        client.close()
+
+
+class _Session:
+    """A ``bash --login`` in the container, fed commands on stdin, read on stdout."""
+
+    def __init__(self, container_id: str, cwd: str) -> None:
+        self.proc = subprocess.Popen(
+            ["docker", "exec", "-i", "-w", cwd, container_id, "bash", "--login"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        self.buffer = bytearray()
+        self.dropped = 0
+        self.eof = False
+        self.cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.pid: int | None = None
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        stream = self.proc.stdout
+        while True:
+            chunk = os.read(stream.fileno(), 65536)
+            with self.cond:
+                if not chunk:
+                    self.eof = True
+                    self.cond.notify_all()
+                    return
+                self.buffer.extend(chunk)
+                if len(self.buffer) > 2 * KEEP_BYTES:  # keep the head and the tail (marker)
+                    cut = len(self.buffer) - KEEP_BYTES - 4096
+                    self.dropped += cut
+                    del self.buffer[KEEP_BYTES : KEEP_BYTES + cut]
+                self.cond.notify_all()
+
+    def send(self, text: str) -> bool:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(text.encode("utf-8"))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return False
+        return True
+
+    def take(self) -> tuple[bytes, int]:
+        with self.cond:
+            data, dropped = bytes(self.buffer), self.dropped
+            self.buffer.clear()
+            self.dropped = 0
+        return data, dropped
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        with contextlib.suppress(Exception):
+            self.proc.kill()
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=5)
+
+
+@dataclass
+class TaskContainer:
+    """One running task container (see the module docstring)."""
+
+    image: str = DEFAULT_IMAGE
+    limits: Limits = field(default_factory=Limits)
+    run_id: str = field(default_factory=lambda: f"os-{uuid.uuid4().hex[:12]}")
+    id: str | None = None
+    cwd: str = "/"
+    start_code: str | None = None
+    sleep_pid: str | None = None
+    restarts: int = 0
+    _session: _Session | None = None
+
+    def start(self) -> None:
+        lim = self.limits
+        name = f"hx-{self.run_id}-{secrets.token_hex(4)}"
+        label_args = [a for k, v in labels(self.run_id).items() for a in ("--label", f"{k}={v}")]
+        self.id = docker(
+            "run", "-d", "--init", "--name", name, *label_args,
+            "--network", "none",
+            "--pids-limit", str(lim.pids),
+            "--memory", f"{lim.memory_mb}m", "--memory-swap", f"{lim.memory_mb}m",
+            "--cpus", str(lim.cpus),
+            "--ulimit", f"fsize={lim.file_mb * 1024 * 1024}",
+            "--tmpfs", f"/tmp:rw,size={lim.tmp_mb}m",
+            "--security-opt", "no-new-privileges",
+            "--hostname", "harnessctl-os",
+            "-w", "/",
+            self.image, "sleep", "infinity",
+        ).strip()  # fmt: skip
+        self.sleep_pid = self._find_sleep()
+        self._session = self._open_session()
+
+    def _find_sleep(self) -> str | None:
+        """The container's ``sleep infinity`` (spared by ``KILL_ALL``), found before any
+        command runs."""
+        assert self.id is not None
+        for _ in range(50):
+            out = docker("exec", self.id, "bash", "-c", "pgrep -x -P 1 sleep || true").split()
+            if out:
+                return out[0]
+            time.sleep(0.05)
+        return None
+
+    # --- scripts on their own ---------------------------------------------------------
+    def run_script(
+        self, language: str, code: str, params: tuple[str, ...] = (), timeout: float = 30.0
+    ) -> tuple[int | None, str]:
+        """Run ``code`` apart from the session (exit code, output); exit code None: it did
+        not finish within ``timeout``."""
+        assert self.id is not None, "start() the container first"
+        if language == "python":
+            cmd = ["python3", "-c", code, *params]
+        else:
+            cmd = ["bash", "-c", code, *(("--", *params) if params else ())]
+        try:
+            done = subprocess.run(
+                ["docker", "exec", "-w", "/", self.id, *cmd],
+                capture_output=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return None, ""
+        return done.returncode, clean_text(done.stdout + done.stderr)
+
+    def run_background(self, code: str) -> None:
+        """Start ``code`` detached (AgentBench's ``start``: it keeps running)."""
+        assert self.id is not None, "start() the container first"
+        self.start_code = code
+        docker("exec", "-d", "-e", START_MARK, "-w", "/", self.id, "bash", "-c", code)
+
+    # --- the agent's session ----------------------------------------------------------
+    def _open_session(self) -> _Session:
+        assert self.id is not None
+        session = _Session(self.id, self.cwd)
+        nonce = secrets.token_hex(8)
+        session.send(f"printf '__HX_%s__ %s\\n' '{nonce}' \"$$\"\n")
+        raw = self._wait_marker(session, nonce, time.monotonic() + SESSION_START_S)
+        if raw is None:
+            session.close()
+            if session.eof and self.cwd != "/":  # its directory is gone: start in /
+                self.cwd = "/"
+                return self._open_session()
+            raise ContainerError("the task container's shell did not start")
+        session.pid = int(raw[1])
+        return session
+
+    @staticmethod
+    def _wait_marker(
+        session: _Session, nonce: str, deadline: float, poll: float | None = None
+    ) -> tuple[bytes, str, str] | None:
+        """Wait for the marker line; (output before it, exit status, cwd) or None at the
+        deadline, on end of stream, or when ``poll`` seconds pass (then ``None`` too)."""
+        pattern = re.compile(rb"\n?__HX_" + nonce.encode() + rb"__ (\S+)(?: ([^\n]*))?\n")
+        wake = time.monotonic() + poll if poll else deadline
+        with session.cond:
+            while True:
+                match = pattern.search(session.buffer)
+                if match:
+                    out = bytes(session.buffer[: match.start()])
+                    status = match.group(1).decode("utf-8", "replace")
+                    rest = (match.group(2) or b"").decode("utf-8", "replace")
+                    del session.buffer[: match.end()]  # after reading the groups (a view)
+                    return out, status, rest
+                now = time.monotonic()
+                if session.eof or now >= min(deadline, wake):
+                    return None
+                session.cond.wait(min(deadline, wake) - now)
+
+    def disk_used_mb(self) -> float:
+        """The container's writable layer, in MiB (``docker inspect --size``)."""
+        assert self.id is not None
+        out = docker("container", "inspect", "--size", "-f", "{{.SizeRw}}", self.id).strip()
+        try:
+            return int(out) / (1024 * 1024)
+        except ValueError:
+            return 0.0
+
+    def _stop_commands(self) -> bool:
+        """Stop every process the agent's commands started (``KILL_ALL``); False when no
+        process could start in the container to do it."""
+        assert self.id is not None
+        try:
+            done = subprocess.run(
+                [
+                    "docker",
+                    "exec",
+                    self.id,
+                    "bash",
+                    "-c",
+                    KILL_ALL,
+                    "kill-all",
+                    self.sleep_pid or "0",
+                ],
+                capture_output=True,
+                timeout=20,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return False
+        return done.returncode == 0
+
+    def bash(self, command: str) -> CommandResult:
+        """Run one command of the agent in the session (see the module docstring)."""
+        assert self.id is not None, "start() the container first"
+        if self._session is None or self._session.eof:
+            self._session = self._open_session()
+        session = self._session
+        session.take()  # late output of background jobs from earlier commands
+        nonce = secrets.token_hex(8)
+        encoded = base64.b64encode(command.encode("utf-8")).decode("ascii")
+        # bash's parser is left broken after an ``eval`` of bad syntax, so the syntax is
+        # checked first (``bash -n``); the nonce is not written next to the marker, so an
+        # echo of this line (a shell error) cannot be taken for the marker
+        script = (
+            f"__hx_c=\"$(printf %s '{encoded}' | base64 -d)\"; "
+            'if __hx_e="$(bash -n -c "$__hx_c" 2>&1)"; then '
+            '{ eval "$__hx_c"; } </dev/null 2>&1; '
+            "else printf '%s\\n' \"$__hx_e\"; (exit 2); fi; "
+            f"__hx_rc=$?; printf '\\n__HX_%s__ %s %s\\n' '{nonce}' \"$__hx_rc\" \"$PWD\"\n"
+        )
+        started = time.monotonic()
+        deadline = started + self.limits.command_timeout_s
+        sent = session.send(script)
+        limit: str | None = None
+        found = None
+        while sent:
+            found = self._wait_marker(session, nonce, deadline, poll=self.limits.disk_poll_s)
+            if found is not None or session.eof:
+                break
+            if time.monotonic() >= deadline:
+                limit = "timeout"
+                break
+            if self.disk_used_mb() > self.limits.disk_mb:
+                limit = "disk"
+                break
+        seconds = time.monotonic() - started
+        if found is not None:
+            out, status, cwd = found
+            _, dropped = session.take()
+            if cwd.startswith("/"):
+                self.cwd = cwd
+            code = int(status) if status.lstrip("-").isdigit() else None
+            return CommandResult(clean_text(out), code, seconds, dropped_bytes=dropped)
+        # stopped at a limit, or the command ended the shell: a fresh session, same directory
+        stopped = self._stop_commands() if limit is not None else True
+        session.close()
+        raw, dropped = session.take()
+        self._session = None
+        try:
+            if not stopped:
+                raise ContainerError("no process could start to stop the command")
+            self._session = self._open_session()
+        except ContainerError:
+            # no process can start (a fork bomb holds every pid): restart the container,
+            # which stops every process in it, keeps its files, and starts `start` again
+            self.restarts += 1
+            docker("restart", "-t", "0", self.id, timeout=DOCKER_TIMEOUT_S)
+            self.sleep_pid = self._find_sleep()
+            if self.start_code is not None:
+                self.run_background(self.start_code)
+            self._session = self._open_session()
+            limit = "pids"
+        return CommandResult(
+            clean_text(raw), None, seconds, limit=limit, session_ended=limit is None,
+            dropped_bytes=dropped,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+        if self.id is not None:
+            with contextlib.suppress(ContainerError):
+                docker("rm", "-f", self.id, timeout=30, check=False)
+            self.id = None
