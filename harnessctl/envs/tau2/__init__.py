@@ -95,7 +95,7 @@ class Tau2Environment(Environment):
     #: Bumped when loading, episodes or scoring change what a rollout's outcome would be.
     version = "1"
     #: Repair directions for tau2 harnesses, with the rule-based editor's repairs.
-    directions: Path | None = None
+    directions = HERE / "directions"
 
     def __init__(self, user: str = "scripted") -> None:
         if user not in USERS:
