@@ -181,3 +181,39 @@ def test_task_from_record_checks_the_record(env):
         env.task_from_record({"domain": "bank", "task": record})
     with pytest.raises(ConfigError, match="task"):
         env.task_from_record({"domain": "airline", "task": {"id": "1", "user_scenario": 3}})
+
+
+def test_the_model_user_is_taus_user_simulator_calling_through_the_given_access(env):
+    """The episode's side of the model-access hook: tau2's UserSimulator prompt and tools, its
+    one model call made through ``complete`` (here a scripted stand-in for the model)."""
+    from harnessctl.envs.tau2.episode import Tau2Episode
+    from harnessctl.envs.tau2.user import ModelUser
+
+    replies = [
+        {"content": "My phone shows no service."},
+        {
+            "content": None,
+            "tool_calls": [{"id": "u1", "name": "check_status_bar", "arguments": {}}],
+        },
+        {"content": "It shows airplane mode. ###STOP###"},
+    ]
+    seen: list[tuple[list[dict], list[dict] | None]] = []
+
+    def complete(messages, tools):
+        seen.append((messages, tools))
+        return replies[len(seen) - 1]
+
+    task = next(t for t in env.load_tasks(TASKS).tasks if t.record["domain"] == "telecom")
+    episode = Tau2Episode("telecom", tau2_task(task), lambda t, e: ModelUser(t, e, complete))
+    assert episode.reset().observation == "My phone shows no service."
+    last = episode.step(RESPOND, "Please look at your status bar.", None)
+    assert last.done and last.info["termination"] == "user_stop"
+    assert last.observation == "It shows airplane mode. ###STOP###"
+    system = seen[0][0][0]
+    assert system["role"] == "system" and "<scenario>" in system["content"]
+    reason = task.record["task"]["user_scenario"]["instructions"]["reason_for_call"]
+    assert reason.strip()[:30] in system["content"]
+    assert "check_status_bar" in {t["function"]["name"] for t in seen[0][1] or []}
+    tool_results = [m for m in seen[2][0] if m["role"] == "tool"]
+    assert len(tool_results) == 1 and "Airplane Mode" in tool_results[0]["content"]
+    assert env.score(task, NOWHERE, None, episode).detail["termination"] == "user_stop"

@@ -78,6 +78,7 @@ class Tau2Episode(Episode):
     """One conversation of one tau2 task (see the module docstring); host only."""
 
     def __init__(self, domain: str, task: Any, user_factory: Any) -> None:
+        """``user_factory(task, environment)``: the user for a conversation (a tau2 user)."""
         self.domain = domain
         self.task = task  # tau2's Task, gold included: never sent to the harness
         self.user_factory = user_factory
@@ -128,11 +129,12 @@ class Tau2Episode(Episode):
         self.agent = HarnessAgent()
         self.calls = 0
         self.started = time.strftime("%Y-%m-%dT%H:%M:%S")
+        environment = new_environment(self.domain)
         self.orchestrator = _T.Orchestrator(
             domain=self.domain,
             agent=self.agent,
-            user=self.user_factory(self.task),
-            environment=new_environment(self.domain),
+            user=self.user_factory(self.task, environment),
+            environment=environment,
             task=self.task,
             max_steps=MAX_MESSAGES,
             max_errors=MAX_ERRORS,

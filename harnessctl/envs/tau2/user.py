@@ -22,12 +22,20 @@ enough to drive every domain end to end, nothing like a real customer.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from .package import tau2
 
-_T = tau2()  # sets up the import of tau2 (quiet, no network); then its base class:
+_T = tau2()  # sets up the import of tau2 (quiet, no network); then its classes:
 from tau2.user.base import BaseUser  # noqa: E402
+from tau2.user.user_simulator import UserSimulator  # noqa: E402
+from tau2.utils.llm_utils import to_litellm_messages  # noqa: E402
+
+#: One model call on the rollout's recording path: OpenAI-shaped ``messages`` and ``tools``
+#: (None: none) in; ``{"content": str | None, "tool_calls": [{"id", "name", "arguments":
+#: dict}], "cost": float}`` out.
+CompleteFn = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], dict[str, Any]]
 
 #: Replies after which the scripted user ends the conversation whatever the agent says.
 MAX_TURNS = 30
@@ -47,7 +55,7 @@ def opening(scenario: Any) -> str:
 class ScriptedUser(BaseUser):
     """tau2's ``BaseUser`` played by the rules in the module docstring (one per episode)."""
 
-    def __init__(self, task: Any) -> None:
+    def __init__(self, task: Any, environment: Any = None) -> None:
         super().__init__(instructions=str(task.user_scenario), llm=None)
         self.first = opening(task.user_scenario)
         actions = (task.evaluation_criteria.actions or []) if task.evaluation_criteria else []
@@ -108,3 +116,36 @@ class ScriptedUser(BaseUser):
         if "?" in text:
             return self._say(AGREE)
         return self._say(f"{THANKS} {_T.STOP}")
+
+
+class ModelUser(UserSimulator):
+    """tau2's own LLM user (``UserSimulator``: tau2's simulation guidelines and the task's
+    scenario as the system prompt, the conversation with roles flipped, the user's device tools
+    in telecom, built as tau2's ``run`` builds it) whose one model call goes through
+    ``complete`` instead of tau2's direct litellm call: the episode's side of the model-access
+    hook (docs/tau2.md). Not reachable from ``env_options`` until the contract passes episodes
+    a model access; tested with a scripted ``complete``."""
+
+    def __init__(self, task: Any, environment: Any, complete: CompleteFn) -> None:
+        tools = environment.get_user_tools() if environment.user_tools is not None else None
+        super().__init__(tools=tools, instructions=str(task.user_scenario), llm="harnessctl")
+        self.complete = complete
+
+    def _generate_next_message(self, message: Any, state: Any) -> tuple[Any, Any]:
+        results = getattr(message, "tool_messages", None)
+        state.messages.extend(results if results is not None else [message])
+        messages = to_litellm_messages(state.system_messages + state.flip_roles())
+        tools = [tool.openai_schema for tool in self.tools] if self.tools else None
+        reply = self.complete(messages, tools)
+        calls = [
+            _T.ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"], requestor="user")
+            for c in reply.get("tool_calls") or []
+        ]
+        user_message = _T.UserMessage(
+            role="user",
+            content=reply.get("content"),
+            tool_calls=calls or None,
+            cost=reply.get("cost"),
+        )
+        state.messages.append(user_message)
+        return user_message, state
