@@ -17,5 +17,5 @@ HARNESSCTL_TEST_ART=1 HARNESSCTL_TEST_AGL=1 .venv-art/bin/python -m pytest -q \
 # to a multi-GB CUDA build; 2.13.0 is a CPU build here
 python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e '.[test,trainers,alfworld,local-model,view]' -e examples/toyenv
+.venv/bin/pip install -q -e '.[test,trainers,alfworld,local-model,view,tau2]' -e examples/toyenv
 .venv/bin/python -m pytest -q

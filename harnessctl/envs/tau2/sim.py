@@ -1,0 +1,244 @@
+"""``sim/tau2``: a simulated tau2-bench agent. A TEST DOUBLE, not a model.
+
+It knows the task's gold (the environment's oracle: ``replay/tau2``'s script, see
+:mod:`.gold`) and plays it one turn at a time, as function calls of the offered tools and
+messages to the user, failing in seeded ways that depend on what the harness shows it. Each
+(seed, task) draws at most one failure mode, at one drawn step of the script:
+
+- ``arguments``: at a drawn tool call, it leaves out one argument the tool's schema requires
+  (the request's ``tools``). It sends the same incomplete call again until a message from
+  the harness answering it says the argument is "required by the schema" (a harness that
+  checks calls against the schema before running them), then sends the whole call.
+  ``tau2-base`` runs the incomplete call, tau2 answers with an error each time, and the
+  conversation ends at tau2's tool-error limit (``wrong_answer``).
+- ``giveup``: at a drawn tool call with an id argument (a name ending in ``_id``), it sends
+  the id mistyped (an ``X`` appended); when the tool fails, it gives up and tells the user
+  it could not help, which ends the conversation (``wrong_answer``), unless the harness's
+  answer to the failed call tells it to "try again" (a harness that recovers from tool
+  errors), then it sends the right call.
+- ``empty``: at a drawn step, it answers with an empty reply (no text, no call), until a
+  message from the harness after it asks it to "call a tool or write" (a harness that
+  re-prompts on an empty reply). ``tau2-base`` ends the episode on an empty reply
+  (``invalid_format``).
+
+A step of the script counts as carried out when the reply that made it is answered by
+anything but an error (a tau2 ``Error: ...`` result, or the harness saying it was not sent or
+rejected). Randomness: each mode draws once per (seed, task id) and is on below its rate; of
+those on, the one with the smallest draw / rate is the episode's (raising ``skill`` only
+switches modes off). Rates are ``BASE_RATES`` scaled by ``2 * (1 - skill)``; ``rate_<mode>``
+params override them. The reply is a pure function of (oracle, messages, seed, params, tools).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harnessctl.policies.sim_signals import field_of, offered_functions, text_of
+
+MODES = ("arguments", "giveup", "empty")
+BASE_RATES: dict[str, float] = {"arguments": 0.5, "giveup": 0.5, "empty": 0.5}
+DEFAULT_SKILL = 0.5
+#: What a harness says when it checks a call against the tool's schema (``arguments``).
+SCHEMA_WORDS = "required by the schema"
+#: What a harness says when it asks for a failed call to be retried (``giveup``).
+RETRY_WORDS = "try again"
+#: What a harness says when it re-prompts after an empty reply (``empty``).
+REPROMPT_WORDS = "call a tool or write"
+GIVE_UP = "I am sorry, I could not complete your request."
+#: Words in an answer that mean the reply was not carried out.
+FAILED_WORDS = ("not sent", "not run", "rejected", SCHEMA_WORDS)
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One reply of the agent (its call or its text) and what came back after it."""
+
+    call: tuple[str, str] | None  # (name, arguments as canonical JSON)
+    text: str
+    feedback: str
+
+
+def _canonical(arguments: Any) -> str:
+    return json.dumps(arguments, sort_keys=True)
+
+
+def _call(message: Any) -> tuple[str, str] | None:
+    calls = field_of(message, "tool_calls") or []
+    if not calls:
+        return None
+    function = field_of(calls[0], "function") or {}
+    raw = field_of(function, "arguments")
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        arguments = raw
+    return str(field_of(function, "name")), _canonical(arguments)
+
+
+def read_history(messages: Sequence[Any]) -> list[Exchange]:
+    """The agent's replies, each with the messages that followed it."""
+    turns: list[Exchange] = []
+    for message in messages or []:
+        role = str(field_of(message, "role") or "user")
+        if role == "assistant":
+            text = text_of(field_of(message, "content")).strip()
+            turns.append(Exchange(_call(message), text, ""))
+        elif turns and role in ("user", "tool"):
+            last = turns[-1]
+            text = text_of(field_of(message, "content"))
+            turns[-1] = Exchange(last.call, last.text, f"{last.feedback}\n{text}".strip())
+    return turns
+
+
+def failed(exchange: Exchange) -> bool:
+    """The reply was not carried out: an error came back, or the harness did not send it."""
+    feedback = exchange.feedback.strip()
+    low = feedback.lower()
+    return feedback.startswith("Error") or any(w in low for w in FAILED_WORDS)
+
+
+def _expected(step: Mapping[str, Any]) -> tuple[tuple[str, str] | None, str]:
+    call = step.get("tool_call")
+    if call:
+        return (str(call["name"]), _canonical(call.get("arguments") or {})), ""
+    return None, str(step.get("text") or "")
+
+
+def progress(script: Sequence[Mapping[str, Any]], history: Sequence[Exchange]) -> int:
+    """How many steps of the script were carried out, in order."""
+    done = 0
+    for exchange in history:
+        if done >= len(script) or failed(exchange):
+            continue
+        call, text = _expected(script[done])
+        if (call is not None and exchange.call == call) or (call is None and exchange.text == text):
+            done += 1
+    return done
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The episode-level draws for one (seed, task)."""
+
+    mode: str | None
+    step: int  # the script step the mode applies to
+    key: str  # arguments / giveup: the argument left out or mistyped
+
+
+def _required(tools: Sequence[Any], name: str) -> list[str]:
+    for tool in tools or ():
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and function.get("name") == name:
+            required = (function.get("parameters") or {}).get("required") or []
+            return [str(r) for r in required]
+    return []
+
+
+def plan_episode(
+    oracle: Mapping[str, Any], seed: int, rates: Mapping[str, float], tools: Sequence[Any]
+) -> Plan:
+    """Draw the episode's mode (as ``sim/alfworld`` does) and where it strikes; a mode that
+    has nowhere to strike in this task is off."""
+    script = list(oracle.get("script") or [])
+    task_id = str(oracle.get("task_id", ""))
+    rng = random.Random(f"{seed}|{task_id}|details")
+    places: dict[str, list[tuple[int, str]]] = {"empty": [(i, "") for i in range(len(script))]}
+    places["arguments"], places["giveup"] = [], []
+    for index, step in enumerate(script):
+        call = step.get("tool_call")
+        if not call:
+            continue
+        arguments = call.get("arguments") or {}
+        for key in _required(tools, str(call["name"])):
+            if key in arguments:
+                places["arguments"].append((index, key))
+        for key, value in arguments.items():
+            if key.endswith("_id") and isinstance(value, str):
+                places["giveup"].append((index, key))
+    best: tuple[float, str] | None = None
+    for name in MODES:
+        rate = max(0.0, rates.get(name, 0.0))
+        draw = random.Random(f"{seed}|{task_id}|{name}").random()
+        if places[name] and draw < rate and (best is None or draw / rate < best[0]):
+            best = (draw / rate, name)
+    if best is None:
+        return Plan(None, -1, "")
+    step, key = rng.choice(places[best[1]])
+    return Plan(best[1], step, key)
+
+
+def _as_call(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    return {"content": None, "tool_calls": [{"name": name, "arguments": dict(arguments)}]}
+
+
+def next_reply(
+    oracle: Mapping[str, Any],
+    messages: Sequence[Any],
+    seed: int,
+    rates: Mapping[str, float],
+    tools: Sequence[Any],
+) -> str | dict[str, Any]:
+    """The agent's next reply to ``messages`` (see the module docstring)."""
+    script = list(oracle.get("script") or [])
+    if not script:
+        return ""
+    plan = plan_episode(oracle, seed, rates, tools)
+    history = read_history(messages)
+    done = progress(script, history)
+    step = script[min(done, len(script) - 1)]
+    call = step.get("tool_call")
+    if plan.mode is not None and done == plan.step:
+        if plan.mode == "empty":
+            empty = [e for e in history if e.call is None and not e.text]
+            if not any(REPROMPT_WORDS in e.feedback.lower() for e in empty):
+                return ""
+        elif call is not None:
+            arguments = dict(call.get("arguments") or {})
+            if plan.mode == "arguments":
+                wrong = {k: v for k, v in arguments.items() if k != plan.key}
+                tried = [e for e in history if e.call == (call["name"], _canonical(wrong))]
+                if not any(SCHEMA_WORDS in e.feedback for e in tried):
+                    return _as_call(str(call["name"]), wrong)
+            else:  # giveup
+                wrong = {**arguments, plan.key: f"{arguments[plan.key]}X"}
+                tried = [e for e in history if e.call == (call["name"], _canonical(wrong))]
+                if not tried:
+                    return _as_call(str(call["name"]), wrong)
+                if not any(RETRY_WORDS in e.feedback.lower() for e in tried):
+                    return GIVE_UP
+    if call and call.get("name") in offered_functions(tools):
+        return _as_call(str(call["name"]), call.get("arguments") or {})
+    return str(step.get("text") or "")
+
+
+class SimTau2:
+    """``sim/tau2`` as an offline policy plugin: the environment's oracle is its view."""
+
+    description = (
+        "TEST DOUBLE, not a model: gold-backed simulated tau2-bench agent with seeded, "
+        "harness-sensitive failure modes (params: skill, rate_arguments, rate_giveup, "
+        "rate_empty)"
+    )
+
+    def view(self, env: Any, task: Any) -> dict[str, Any]:
+        return dict(env.oracle(task))
+
+    def reply(
+        self,
+        view: Mapping[str, Any],
+        messages: Sequence[Any],
+        seed: int,
+        params: Mapping[str, Any],
+        tools: Sequence[Any],
+    ) -> str | dict[str, Any]:
+        from harnessctl.policies import sim_params
+
+        skill, overrides = sim_params(params, MODES, DEFAULT_SKILL)
+        scale = 2.0 * (1.0 - skill)
+        rates = {m: min(1.0, max(0.0, BASE_RATES[m] * scale)) for m in MODES}
+        rates.update(overrides)
+        return next_reply(view, messages, seed, rates, tools)
