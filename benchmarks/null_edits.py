@@ -31,11 +31,14 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# (label, base harness, suite, split): every environment with an offline policy
+# (label, base harness, suite, split, policy params): every environment with an offline
+# policy, and DBBench with a strong simulated agent (skill 0.9: base success ~0.85), where the
+# same-batch test's selection bias is largest (docs/decisions.md, "Certified acceptance")
 ENVIRONMENTS = [
-    ("dbbench", "dbbench-base", "examples/dbbench", "train"),
-    ("dbbench-fc", "dbbench-fc", "examples/dbbench", "train"),
-    ("alfworld", "alfworld-base", "examples/alfworld", "train"),
+    ("dbbench", "dbbench-base", "examples/dbbench", "train", []),
+    ("dbbench-fc", "dbbench-fc", "examples/dbbench", "train", []),
+    ("alfworld", "alfworld-base", "examples/alfworld", "train", []),
+    ("dbbench-strong", "dbbench-base", "examples/dbbench", "train", ["skill=0.9"]),
 ]
 
 
@@ -53,11 +56,14 @@ def figure(accepted: int, n: int) -> str:
     return f"{accepted}/{n} ({accepted / max(1, n):.3f}, 95% CI {lo:.3f}-{hi:.3f})"
 
 
-def evolve(ws: Path, base: str, suite: str, split: str, resample: int, extra: list[str]) -> dict:
+def evolve(ws: Path, env: tuple, resample: int, extra: list[str]) -> dict:
+    _, base, suite, split, params = env
     args = [
         sys.executable, "-m", "harnessctl.cli", "evolve", base, "--suite", str(ROOT / suite),
         "--split", split, "--editor", "null", "-p", f"resample={resample}", "--json", *extra,
     ]  # fmt: skip
+    for param in params:
+        args += ["-p", param]
     env = {**os.environ, "HARNESSCTL_WORKSPACE": str(ws)}
     proc = subprocess.run(args, cwd=ws, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -74,6 +80,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--alpha", type=float, default=0.1, help="evolve's --alpha")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2, help="evolve's --rounds")
+    parser.add_argument(
+        "--confirm-seeds", type=int, default=0, help="evolve's --confirm-seeds (0: none)"
+    )
     parser.add_argument("--json", type=Path, help="write the figures to this file")
     args = parser.parse_args(argv)
     chosen = [e for e in ENVIRONMENTS if e[0] in args.envs.split(",")]
@@ -81,7 +90,7 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"--envs: none of {args.envs!r} is one of {[e[0] for e in ENVIRONMENTS]}")
     per_env = math.ceil(args.edits / len(chosen))
     extra = ["--alpha", str(args.alpha), "--workers", str(args.workers)]
-    extra += ["--rounds", str(args.rounds)]
+    extra += ["--rounds", str(args.rounds), "--confirm-seeds", str(args.confirm_seeds)]
     ws = Path(tempfile.mkdtemp(prefix="hxbench-null-")) / "ws"
     subprocess.run(
         [sys.executable, "-m", "harnessctl.cli", "init", str(ws)], check=True, capture_output=True
@@ -92,14 +101,17 @@ def main(argv: list[str] | None = None) -> dict:
         flush=True,
     )
     results: dict[str, dict] = {}
-    for label, base, suite, split in chosen:
+    for env in chosen:
+        label, base, _, split, params = env
         judged: list[dict] = []
         rejected = 0
+        successes: list[float] = []
         resample = 0
         while len(judged) < per_env and resample < 50:
             resample += 1
-            record = evolve(ws, base, suite, split, resample, extra)
+            record = evolve(ws, env, resample, extra)
             rejected += sum(1 for e in record["edits"] if e["status"] == "rejected")
+            successes.append(record["base_success"])
             judged += [
                 {**e, "resample": resample} for e in record["edits"] if e["status"] != "rejected"
             ]
@@ -107,18 +119,24 @@ def main(argv: list[str] | None = None) -> dict:
         results[label] = {
             "base": base,
             "split": split,
+            "params": params,
+            "base_success": successes,
             "runs": resample,
             "null_edits": len(judged),
             "accepted": accepted,
             "rejected_patches": rejected,  # a null patch that failed validation: none expected
             "edits": judged,
         }
-        print(f"{label} ({base}, {split}, {resample} runs): {figure(accepted, len(judged))}")
+        mean = sum(successes) / max(1, len(successes))
+        said = f"{label} ({base} {' '.join(params)}, {split}, base success {mean:.2f}"
+        said += f", {resample} runs)"
+        print(f"{said}: {figure(accepted, len(judged))}", flush=True)
     total = sum(r["null_edits"] for r in results.values())
     wrong = sum(r["accepted"] for r in results.values())
     lo, hi = wilson(wrong, total)
     summary = {
         "alpha": args.alpha,
+        "confirm_seeds": args.confirm_seeds,
         "accepted": wrong,
         "null_edits": total,
         "rate": wrong / max(1, total),

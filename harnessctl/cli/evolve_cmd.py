@@ -55,7 +55,7 @@ ConfirmOption = Annotated[
     typer.Option(
         min=0,
         help="Fresh seeds on which parent and child re-run the judged tasks before an edit is "
-        "accepted (the same sign test; 0: the same-batch test alone).",
+        "accepted (the same sign test; 0, the default: the same-batch test alone).",
     ),
 ]
 RetriesOption = Annotated[int, typer.Option(min=0, help="Retries after a rejected patch.")]
@@ -80,7 +80,7 @@ def evolve_command(
     control: ControlOption = 12,
     alpha: AlphaOption = 0.1,
     min_net: MinNetOption = 1,
-    confirm_seeds: ConfirmOption = 2,
+    confirm_seeds: ConfirmOption = 0,
     editor_retries: RetriesOption = 2,
     max_edits: MaxEditsOption = None,
     max_editor_cost: MaxCostOption = None,

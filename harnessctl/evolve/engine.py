@@ -51,9 +51,9 @@ class EvolveRequest:
     control_size: int = 12
     alpha: float = 0.1
     min_net: int = 1
-    confirm_seeds: int = 2
+    confirm_seeds: int = 0
     """Fresh seeds of the confirmation an edit that passes the same-batch test must pass too
-    (0: none)."""
+    (0: none, the default; docs/decisions.md, "Certified acceptance")."""
     editor_retries: int = 2
     max_edits: int | None = None
     max_editor_cost: float | None = None
@@ -192,7 +192,7 @@ def evolve_id(req: EvolveRequest) -> str:
             req.alpha,
             req.min_net,
             req.editor_retries,
-            req.confirm_seeds,
+            *([req.confirm_seeds] if req.confirm_seeds else []),  # ids of runs without one stay
         ],
         sort_keys=True,
     )
