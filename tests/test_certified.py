@@ -139,3 +139,42 @@ def test_the_benchmark_judges_null_edits_with_evolves_rule_and_prints_the_rate(t
     lo, hi = bench.wilson(accepted, n)
     assert (float(match[4]), float(match[5])) == (round(lo, 3), round(hi, 3))
     assert lo <= accepted / n <= hi
+
+
+def test_a_confirmation_reruns_parent_and_child_at_fresh_seeds_and_decides(tmp_path):
+    """With --confirm-seeds, an edit the same-batch test accepts is re-run with its parent on
+    the judged tasks at fresh seeds; the stored wins and losses are those rollouts' and the
+    confirmation's verdict is the edit's."""
+    from harnessctl.workspace import load_workspace
+
+    ws = tmp_path / "ws"
+    init_workspace(ws)
+    directions = "execution-recovery,format-validation,observation-shaping"
+    args = ("--directions", directions, "--rounds", "1", "--confirm-seeds", "2")
+    result = evolve_json(ws, "dbbench-base", *args)
+    store = load_workspace(ws).open_store()
+    confirmed = 0
+    for edit in store.edits():
+        metrics = json.loads(edit.metrics_json or "{}")
+        check = metrics.get("confirmation")
+        if check is None:  # the same-batch test turned it down: nothing to confirm
+            assert not edit.accepted
+            continue
+        assert check["seeds"] == [2, 3]  # after the split's seeds 0 and 1
+        tasks = list(dict.fromkeys(t for t, _ in metrics["batch"] + metrics["control"]))
+        assert check["pairs"] == 2 * len(tasks)
+
+        def outcomes(harness_hash):
+            rows = store.rollouts(harness_hash=harness_hash)
+            return {(r.task_id, r.seed): r.success for r in rows if r.seed in (2, 3)}
+
+        parent, child = outcomes(edit.parent_hash), outcomes(edit.child_hash)
+        pairs = [(t, s) for t in tasks for s in (2, 3)]
+        assert all(p in parent and p in child for p in pairs)
+        wins = sum(1 for p in pairs if child[p] and not parent[p])
+        losses = sum(1 for p in pairs if parent[p] and not child[p])
+        assert (check["wins"], check["losses"]) == (wins, losses)
+        assert edit.accepted == check["accepted"] and "confirmed on fresh seeds" in edit.reason
+        confirmed += 1
+    assert confirmed >= 1
+    assert len(result["variants"]) == sum(1 for e in store.edits() if e.accepted)
