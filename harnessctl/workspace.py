@@ -231,12 +231,15 @@ def init_workspace(directory: Path, *, examples: bool = True) -> Workspace:
 
 def _copy_examples(directory: Path) -> None:
     """Copy the bundled base harnesses (every one under ``harnesses/``) and the example
-    suites (DBBench, the default, and ALFWorld) when this is a source checkout."""
+    suites (every folder of ``examples/`` with a ``suite.yaml``, but not a plugin package's
+    such as ``examples/toyenv``, which needs its package installed) when this is a source
+    checkout."""
     source = Path(__file__).resolve().parent.parent
     bundled = sorted(p for p in (source / "harnesses").glob("*") if (p / "harness.yaml").is_file())
     pairs = [(src, directory / "harnesses" / src.name) for src in bundled]
-    for suite in ("dbbench", "alfworld"):
-        pairs.append((source / "examples" / suite, directory / "examples" / suite))
+    for suite in sorted(p.parent for p in (source / "examples").glob("*/suite.yaml")):
+        if not (suite / "pyproject.toml").is_file():
+            pairs.append((suite, directory / "examples" / suite.name))
     for src, dst in pairs:
         if src.is_dir() and not dst.exists() and src.resolve() != dst.resolve():
             if src in bundled:  # a harness tree: its files as hashed (harnessctl.trees)

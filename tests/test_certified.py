@@ -149,7 +149,7 @@ def test_a_confirmation_reruns_parent_and_child_at_fresh_seeds_and_decides(tmp_p
 
     ws = tmp_path / "ws"
     init_workspace(ws)
-    directions = "execution-recovery,format-validation,observation-shaping"
+    directions = "execution-recovery,observation-shaping"
     args = ("--directions", directions, "--rounds", "1", "--confirm-seeds", "2")
     result = evolve_json(ws, "dbbench-base", *args)
     store = load_workspace(ws).open_store()

@@ -13,8 +13,8 @@ def init_command(
     examples: Annotated[
         bool,
         typer.Option(
-            help="Copy the bundled base harnesses (dbbench-base, dbbench-fc, alfworld-base) and "
-            "example suites (examples/dbbench, the default, and examples/alfworld)."
+            help="Copy the bundled base harnesses (every one under harnesses/) and example "
+            "suites (examples/dbbench, the default; alfworld, os_interaction, tau2)."
         ),
     ] = True,
     as_json: JsonOption = False,
