@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
             "edits": judged,
         }
         mean = sum(successes) / max(1, len(successes))
-        said = f"{label} ({base} {' '.join(params)}, {split}, base success {mean:.2f}"
+        said = f"{label} ({' '.join([base, *params])}, {split}, base success {mean:.2f}"
         said += f", {resample} runs)"
         print(f"{said}: {figure(accepted, len(judged))}", flush=True)
     total = sum(r["null_edits"] for r in results.values())
