@@ -171,6 +171,8 @@ class RolloutSession:
                 metadata={"task_id": task.id, "seed": seed, "harness": harness.hash},
                 episode=episode,
             )
+            if episode is not None:  # its own model calls, recorded apart (ModelAccess)
+                episode.models = self.gateway.model_access(token)
             env = {
                 RT_ENV_GATEWAY: self.gateway.address,
                 RT_ENV_TOKEN: token,
@@ -263,6 +265,7 @@ class RolloutSession:
             ),
             events=_read_events(workdir),
             calls=[_call_record(c) for c in ledger.calls],
+            env_calls=[_call_record(c) for c in ledger.env_calls],
             steps=list(ledger.steps),
             sandbox=SandboxRecord(
                 exit_code=result.exit_code,
@@ -309,6 +312,7 @@ def _call_record(call) -> ModelCall:
         latency_s=call.latency_s,
         attempts=call.attempts,
         error=call.error,
+        caller=getattr(call, "caller", "agent"),
     )
 
 
