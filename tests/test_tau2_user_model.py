@@ -16,7 +16,7 @@ import yaml
 
 from harnessctl.workspace import init_workspace, load_workspace
 from tests.openai_stub import OpenAIStub
-from tests.test_toyenv import _isolate, cli_json
+from tests.test_toyenv import _isolate, cli, cli_json
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -114,3 +114,5 @@ def test_model_user_is_recorded_apart_and_outside_the_agent_budget(ws):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
     assert SECRET not in json.dumps(store.trajectory_data(row))
+    shown = cli(ws, "show", row.id).stdout
+    assert "env:user: 2 model calls of the environment, tokens 2300+21" in shown
