@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from harnessctl.workspace import init_workspace, load_workspace
-from tests.openai_stub import OpenAIStub
+from tests.openai_stub import Fail, OpenAIStub
 from tests.test_toyenv import _isolate, cli, cli_json
 
 pytestmark = pytest.mark.timeout(300)
@@ -116,3 +116,25 @@ def test_model_user_is_recorded_apart_and_outside_the_agent_budget(ws):
     assert SECRET not in json.dumps(store.trajectory_data(row))
     shown = cli(ws, "show", row.id).stdout
     assert "env:user: 2 model calls of the environment, tokens 2300+21" in shown
+
+
+def test_a_user_model_that_refuses_the_key_stops_the_run_naming_it(ws):
+    with OpenAIStub(default=Fail(401, "Incorrect API key provided")) as stub:
+        suite = write_suite(ws, stub)
+        result = cli(
+            ws,
+            *("eval", "tau2-base", "--suite", suite, "--rollouts", 1),
+            *("--policy", "replay/tau2"),
+            code=None,
+        )
+        refused = len(stub.chat_requests)
+    said = result.stdout + (result.stderr if result.stderr_bytes is not None else "")
+    assert result.exit_code != 0 and refused == 1, said  # not retried
+    assert "env_options" in said and "env:user model openai/gpt-4o-mini" in said, said
+    assert SECRET not in said
+    store = load_workspace(ws).open_store()
+    assert store.rollouts() == []  # no outcome recorded for the harness
+    (attempt,) = store.attempts()
+    (call,) = store.calls(attempt_id=attempt.id)
+    assert (call.purpose, call.status) == ("env:user", "bad_request")
+    assert SECRET not in (call.params_json or "") + (call.error or "")

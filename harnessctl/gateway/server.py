@@ -511,6 +511,10 @@ class EpisodeModels(ModelAccess):
             rec.attempts = getattr(exc, "attempts", 1)
             rec.latency_s = time.monotonic() - t0
             self._keep(rec)
+            if isinstance(exc, llm.ModelRequestError) and exc.status_code in (401, 403, 404):
+                with state.cond:  # the key or model name is the run's: stop, do not retry
+                    said = f"{caller} model {model}: {rec.error}"
+                    state.ledger.config_error = state.ledger.config_error or said
             raise
         rec.model, rec.reply, rec.attempts = c.model, c.content, c.attempts
         rec.tool_calls, rec.finish_reason = list(c.tool_calls), c.finish_reason

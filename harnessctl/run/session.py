@@ -408,6 +408,12 @@ def check_run_config(ledger: RolloutLedger | None, policy: Policy) -> None:
     """Stop the run when the provider refused its configuration (``ledger.config_error``):
     every rollout would fail the same way, and none of it is the harness's doing."""
     if ledger is not None and ledger.config_error:
+        if ledger.config_error.startswith("env:"):  # an episode's own model (ModelAccess)
+            raise ConfigError(
+                "env_options",
+                "the provider refused the environment's model configuration (model name, "
+                f"credentials or parameters): {ledger.config_error}",
+            )
         raise ConfigError(
             f"policy {policy.model}",
             f"the provider refused this run's configuration (model name, credentials or a "
