@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError, HarnessctlError
 
-TRAJECTORY_FORMAT = 4
+TRAJECTORY_FORMAT = 5
 PROFILE_VERSION = 1
 
 
@@ -104,6 +104,9 @@ class ModelCall(Record):
     latency_s: float = 0.0
     attempts: int = 1
     error: str | None = None
+    caller: str = "agent"
+    """Who made the call: ``agent`` (the harness) or ``env:<purpose>`` (the environment's
+    episode on the host: a simulated user, a judge; then in ``Trajectory.env_calls``)."""
 
 
 class EnvStep(Record):
@@ -177,6 +180,9 @@ class Trajectory(Result):
     written by untrusted code: free-form, bounded in size."""
     calls: list[ModelCall] = Field(default_factory=list)
     steps: list[EnvStep] = Field(default_factory=list)
+    env_calls: list[ModelCall] = Field(default_factory=list)
+    """Model calls the host-served episode made itself (a simulated user, a judge), each
+    with its ``caller``: costed apart from ``calls``, never in the agent's budget."""
     sandbox: SandboxRecord = Field(default_factory=SandboxRecord)
 
     def turns(self) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ def test_a_rollout_leaves_a_versioned_trajectory_without_secrets():
         with RolloutSession(suite.environment, limits=Limits(timeout_s=30)) as session:
             rec = session.run(load_harness(BASE_HARNESS), task, 0, policy)
     traj = rec.trajectory
-    assert isinstance(traj, Trajectory) and traj.version == TRAJECTORY_FORMAT == 4
+    assert isinstance(traj, Trajectory) and traj.version == TRAJECTORY_FORMAT == 5
     assert list(traj.model_dump())[:2] == ["kind", "version"] and traj.kind == "trajectory"
     assert traj.env == "dbbench" and traj.task_id == "dev-004"
     assert traj.policy.params["api_key"] == "***"

@@ -42,7 +42,7 @@ def ws(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         _isolate(mp, tmp_path_factory.mktemp("home"), root)
         init_workspace(root)
-        shutil.copytree(ROOT / SUITE, root / SUITE)
+        shutil.copytree(ROOT / SUITE, root / SUITE, dirs_exist_ok=True)  # init copies it too
         config = root / "harnessctl.yaml"
         config.write_text(config.read_text() + "sandbox: local\nworkers: 2\n")
         yield root

@@ -16,7 +16,7 @@ except ImportError:  # CI must run these: it fails there instead of skipping
         raise
     pytest.skip("pip install -e '.[tau2]' to run these", allow_module_level=True)
 
-from harnessctl.envs import get_environment
+from harnessctl.envs import ModelAccess, ModelReply, get_environment
 from harnessctl.envs.tau2 import AGENT_TOOLS, RESPOND, Tau2Environment, tau2_task
 from harnessctl.envs.tau2.episode import evaluate
 from harnessctl.envs.tau2.gold import reference_simulation
@@ -78,8 +78,11 @@ def test_the_tools_are_tau2s_and_the_kind_resolves_by_entry_point():
     resolved = get_environment("tau2")
     assert isinstance(resolved, Tau2Environment)
     assert resolved.tools[0] == RESPOND
-    with pytest.raises(ValueError, match="user must be one of scripted"):
-        get_environment("tau2", user="gpt-4o")
+    assert get_environment("tau2", user="openai/gpt-4o").user == "openai/gpt-4o"
+    with pytest.raises(ValueError, match="user must be 'scripted' or a litellm model"):
+        get_environment("tau2", user="")
+    with pytest.raises(ValueError, match="model-backed user only"):
+        get_environment("tau2", user="scripted", user_params={"temperature": 1})
 
 
 def _tool_names(domain: str) -> list[str]:
@@ -217,4 +220,50 @@ def test_the_model_user_is_taus_user_simulator_calling_through_the_given_access(
     assert "check_status_bar" in {t["function"]["name"] for t in seen[0][1] or []}
     tool_results = [m for m in seen[2][0] if m["role"] == "tool"]
     assert len(tool_results) == 1 and "Airplane Mode" in tool_results[0]["content"]
+    assert env.score(task, NOWHERE, None, episode).detail["termination"] == "user_stop"
+
+
+class _Access(ModelAccess):
+    """A scripted stand-in for the rollout's model access (the gateway's is
+    tests/test_env_models.py; the whole path tests/test_tau2_user_model.py)."""
+
+    def __init__(self, replies: list[ModelReply]) -> None:
+        self.replies, self.seen = replies, []
+
+    def complete(self, messages, *, purpose, model, tools=None, **params):
+        self.seen.append((messages, purpose, model, tools, params))
+        return self.replies[len(self.seen) - 1]
+
+
+def test_env_options_user_binds_taus_user_to_the_episodes_model_access(tmp_path):
+    """``user: <model>``: the episode's user is tau2's, its calls made through
+    ``episode.models`` as ``purpose="user"`` with the model and ``user_params``; the
+    provider's OpenAI-shaped tool calls become the user's tool calls."""
+    env = get_environment("tau2", user="openai/u", user_params={"api_base": "http://x"})
+    task = next(t for t in env.load_tasks(TASKS).tasks if t.record["domain"] == "telecom")
+    call = {
+        "id": "u1",
+        "type": "function",
+        "function": {"name": "check_status_bar", "arguments": "{}"},
+    }
+    access = _Access(
+        [
+            ModelReply("My phone shows no service."),
+            ModelReply("", tool_calls=[call], cost_usd=0.01),
+            ModelReply("It shows airplane mode. ###STOP###"),
+        ]
+    )
+    episode = env.open_episode(task, 7)
+    with pytest.raises(RuntimeError, match="model access"):
+        episode.reset()  # no session gave it one
+    episode.models = access
+    assert episode.reset().observation == "My phone shows no service."
+    last = episode.step(RESPOND, "Please look at your status bar.", None)
+    assert last.done and last.observation == "It shows airplane mode. ###STOP###"
+    _, purpose, model, tools, params = access.seen[0]
+    assert (purpose, model) == ("user", "openai/u")
+    assert params == {"seed": 7, "temperature": 0.0, "api_base": "http://x"}
+    assert "check_status_bar" in {t["function"]["name"] for t in tools or []}
+    results = [m for m in access.seen[2][0] if m["role"] == "tool"]
+    assert len(results) == 1 and "Airplane Mode" in results[0]["content"]
     assert env.score(task, NOWHERE, None, episode).detail["termination"] == "user_stop"

@@ -22,6 +22,8 @@ def render_trajectory(console: Console, row, trajectory: Trajectory) -> None:
     console.print(_header(row))
     if row.error:
         console.print(text(row.error, style="red"))
+    if trajectory.env_calls:  # the episode's own (a simulated user...), not the agent's
+        console.print(_env_calls(trajectory.env_calls))
     if trajectory.steps and trajectory.steps[0].kind == "reset":
         console.print(_panel(trajectory.steps[0].observation, "environment (reset)", "green"))
     steps = iter(s for s in trajectory.steps if s.kind == "step")
@@ -63,6 +65,20 @@ def _call(console: Console, call: ModelCall) -> None:
         function = tool_call.get("function") or {}
         body = f"{function.get('name')}({function.get('arguments')})"
         console.print(_panel(body, f"tool call {tool_call.get('id')}", "cyan"))
+
+
+def _env_calls(calls: list[ModelCall]):
+    """One line per caller: the environment's own model calls, costed apart."""
+    lines = []
+    for caller in sorted({c.caller for c in calls}):
+        mine = [c for c in calls if c.caller == caller]
+        tokens = f"{sum(c.prompt_tokens for c in mine)}+{sum(c.completion_tokens for c in mine)}"
+        cost = sum(c.cost_usd for c in mine)
+        lines.append(
+            f"{caller}: {len(mine)} model calls of the environment, tokens {tokens}, "
+            f"${cost:.6f} (not the agent's, not in its budget)"
+        )
+    return text("\n".join(lines), style="dim")
 
 
 def _header(row):

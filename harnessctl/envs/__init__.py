@@ -107,11 +107,69 @@ class SandboxCode:
         return tree_hash(self.path)[:12]
 
 
+@dataclass
+class ModelReply:
+    """A model's answer to a :meth:`ModelAccess.complete` call: the text, the function calls
+    in the OpenAI shape (``{id, type: "function", function: {name, arguments}}``, arguments a
+    JSON string), the usage and its cost in USD (0 when the price is unknown)."""
+
+    content: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    model: str = ""
+
+
+#: What ``purpose`` may be: a short lowercase name (``user``, ``judge``); the call is recorded
+#: under the caller ``env:<purpose>``.
+PURPOSE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+class ModelAccess(ABC):
+    """A host-served episode's way to call a model (a simulated user, a judge), handed to it
+    by the rollout session as :attr:`Episode.models` before the first reset.
+
+    Each call goes through the gateway's one entry point (litellm models and offline test
+    doubles alike) on the host and is recorded in the rollout's trajectory (``env_calls``) and
+    call log under the caller ``env:<purpose>``, with its tokens and cost, apart from the
+    agent's: it never counts against the agent's call or token budget. Credentials in
+    ``params`` (``api_key``...) reach the provider only; the records hold them redacted. A
+    call that fails (the provider keeps failing, refuses the request) raises, which makes it
+    an infrastructure error of the rollout, as any exception of the episode."""
+
+    @abstractmethod
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        purpose: str,
+        model: str,
+        tools: list[dict[str, Any]] | None = None,
+        **params: Any,
+    ) -> ModelReply:
+        """Call ``model`` (a litellm model string) with OpenAI-shaped ``messages`` and
+        function ``tools``; ``params`` are litellm's (sampling settings, ``api_base``...)."""
+
+
+def check_purpose(purpose: str) -> str:
+    """``purpose`` checked (:data:`PURPOSE_CHARS`, 1-32 characters): ``ValueError`` else."""
+    if not (0 < len(purpose) <= 32 and set(purpose) <= PURPOSE_CHARS):
+        raise ValueError(f"purpose must be a short name (a-z, 0-9, _, -), got {purpose!r}")
+    return purpose
+
+
 class Episode(ABC):
     """A host-served environment's state for one rollout (subclass it). It lives on the host;
     the harness reaches it through the gateway (``reset``, ``step``), every request recorded
     in the trajectory as an :class:`harnessctl.records.EnvStep`. An exception raised here is
-    an infrastructure error of the rollout (retried), never the harness's failure."""
+    an infrastructure error of the rollout (retried), never the harness's failure.
+
+    ``models`` is the rollout's :class:`ModelAccess`, set by the rollout session after
+    ``open_episode`` and before the first ``reset``; None where no session set it (an episode
+    driven directly, in a test)."""
+
+    models: ModelAccess | None = None
 
     @abstractmethod
     def reset(self) -> StepResult:
@@ -270,11 +328,14 @@ def get_environment(kind: str, **options: Any) -> Environment:
     """
     return _check(kind, ENVIRONMENTS.create(kind, **options))
 
+
 __all__ = [
     "ENTRY_POINT_GROUP",
     "ENVIRONMENTS",
     "Environment",
     "Episode",
+    "ModelAccess",
+    "ModelReply",
     "ReplayScript",
     "SandboxCode",
     "Score",

@@ -72,6 +72,9 @@ class CallRecord:
     prompt_ids: list[int] | None = None
     completion_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    #: Who made the call: ``agent`` (the harness, through the gateway's endpoint) or
+    #: ``env:<purpose>`` (a host-served episode, through its ``ModelAccess``).
+    caller: str = "agent"
 
     @property
     def total_tokens(self) -> int:
@@ -96,6 +99,10 @@ class RolloutLedger:
     calls: list[CallRecord] = field(default_factory=list)
     #: Resets and steps of a host-served episode (``harnessctl.records.EnvStep``).
     steps: list[Any] = field(default_factory=list)
+    #: Calls the episode made on the host (``ModelAccess``: a simulated user, a judge), each
+    #: with its ``caller``; recorded and costed apart, never counted in the budget (the
+    #: totals below are the agent's).
+    env_calls: list[CallRecord] = field(default_factory=list)
     infra_error: str | None = None
     budget_exceeded: str | None = None
     config_error: str | None = None
@@ -120,3 +127,8 @@ class RolloutLedger:
     @property
     def latency_s(self) -> float:
         return sum(c.latency_s for c in self.calls)
+
+    @property
+    def env_cost_usd(self) -> float:
+        """What the episode's own model calls cost (not in :attr:`cost_usd`)."""
+        return sum(c.cost_usd for c in self.env_calls)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..bounds import REFUSED_RECORD_BYTES, RecordMeter, clip_error
+from ..envs import ModelAccess, ModelReply, check_purpose
 from . import episodes, llm, protocol, transport
 from .ledger import (
     BAD_REQUEST,
@@ -257,9 +258,22 @@ class Gateway:
             with state.episode.lock:  # a step still running finishes first
                 steps = list(state.episode.records)
         with state.cond:
+            env_calls = sorted(state.ledger.env_calls, key=lambda c: c.index)
             return replace(
-                state.ledger, calls=calls, steps=steps, record_limit=state.meter.summary()
+                state.ledger,
+                calls=calls,
+                steps=steps,
+                env_calls=env_calls,
+                record_limit=state.meter.summary(),
             )
+
+    def model_access(self, token: str) -> EpisodeModels:
+        """The :class:`harnessctl.envs.ModelAccess` of the rollout of ``token``: the
+        episode's own model calls, recorded in its ledger's ``env_calls``, outside its
+        budget. Unknown token: KeyError."""
+        with self._lock:
+            state = self._rollouts[token]
+        return EpisodeModels(self, state)
 
     def waited_s(self, token: str) -> float:
         """Seconds the rollout of ``token`` has waited on the host so far (0 once closed)."""
@@ -444,3 +458,90 @@ class Gateway:
             tool_calls=c.tool_calls,
         )
         return 200, body
+
+
+class EpisodeModels(ModelAccess):
+    """A rollout's :class:`harnessctl.envs.ModelAccess` (``Gateway.model_access``): each call
+    goes through the gateway's completer (:func:`llm.complete`: litellm models and offline
+    test doubles) with the gateway's retries, and is recorded in the ledger's ``env_calls``
+    as ``env:<purpose>`` (params redacted; the record bound applies), never in ``calls``:
+    the agent's budget, which sums ``calls`` and counts ``sent``, does not see it."""
+
+    def __init__(self, gateway: Gateway, state: _Rollout) -> None:
+        self._gateway, self._state = gateway, state
+        self._next = 0
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        purpose: str,
+        model: str,
+        tools: list[dict[str, Any]] | None = None,
+        **params: Any,
+    ) -> ModelReply:
+        caller = f"env:{check_purpose(purpose)}"
+        state, gateway = self._state, self._gateway
+        sent = {**params, **({"tools": tools} if tools else {})}
+        with state.cond:
+            index, self._next = self._next, self._next + 1
+        rec = CallRecord(
+            index, model, copy.deepcopy(messages), protocol.redact(params), None,
+            0, 0, 0.0, 0.0, 0, OK, None, time.time(), tools=tools, caller=caller,
+        )  # fmt: skip
+        meta = {"harnessctl": {**state.metadata, "rollout_id": state.ledger.rollout_id}}
+        meta["harnessctl"].update(caller=caller, call_index=index)
+        t0 = time.monotonic()
+        try:
+            c = gateway._completer(
+                model,
+                copy.deepcopy(messages),
+                sent,
+                metadata=meta,
+                timeout_s=gateway.timeout_s,
+                retries=gateway.retries,
+                backoff_s=gateway.backoff_s,
+            )
+        except Exception as exc:
+            rec.status = {
+                llm.ContextWindowError: CONTEXT_LIMIT,
+                llm.ModelRequestError: BAD_REQUEST,
+            }.get(type(exc), UPSTREAM_ERROR)
+            rec.error = _scrubbed(f"{type(exc).__name__}: {exc}", params)
+            rec.attempts = getattr(exc, "attempts", 1)
+            rec.latency_s = time.monotonic() - t0
+            self._keep(rec)
+            if isinstance(exc, llm.ModelRequestError) and exc.status_code in (401, 403, 404):
+                with state.cond:  # the key or model name is the run's: stop, do not retry
+                    said = f"{caller} model {model}: {rec.error}"
+                    state.ledger.config_error = state.ledger.config_error or said
+            raise
+        rec.model, rec.reply, rec.attempts = c.model, c.content, c.attempts
+        rec.tool_calls, rec.finish_reason = list(c.tool_calls), c.finish_reason
+        rec.prompt_tokens, rec.completion_tokens = c.prompt_tokens, c.completion_tokens
+        rec.cost_usd, rec.latency_s = c.cost_usd, c.latency_s
+        state.meter.add(len(c.content or "") + len(json.dumps(c.tool_calls or [])))
+        self._keep(rec)
+        return ModelReply(
+            content=c.content,
+            tool_calls=list(c.tool_calls),
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            cost_usd=c.cost_usd,
+            model=c.model,
+        )
+
+    def _keep(self, rec: CallRecord) -> None:
+        size = len(json.dumps(rec.messages, default=str)) + REFUSED_RECORD_BYTES
+        with self._state.cond:
+            if self._state.meter.take(size, "model call"):
+                self._state.ledger.env_calls.append(rec)
+
+
+def _scrubbed(text: str, params: dict[str, Any]) -> str:
+    """``text`` without the value of any credential in ``params`` (a provider may echo it)."""
+    safe = protocol.redact(params)
+    for key, value in params.items():
+        if safe.get(key) != value and isinstance(value, str) and len(value) >= 4:
+            text = text.replace(value, protocol.REDACTED)
+    return clip_error(text)

@@ -47,7 +47,9 @@ class Recorder:
                 error=error,
                 created_at=time.time(),
             ),
-            call_rows(ledger.calls, attempt_id, self.run_id) if ledger is not None else [],
+            call_rows(ledger.calls + ledger.env_calls, attempt_id, self.run_id)
+            if ledger is not None
+            else [],
         )
 
     def _rows(self, job: Pending, rec: RolloutRecord, attempt: int):
@@ -87,12 +89,19 @@ class Recorder:
             trajectory_path="",
             created_at=time.time(),
         )
-        return row, call_rows(ledger.calls, rec.rollout_id, self.run_id)
+        return row, call_rows(ledger.calls + ledger.env_calls, rec.rollout_id, self.run_id)
 
 
 def call_rows(calls: list, owner_id: str, run_id: str) -> list:
     """``ModelCallRow``s of a ledger's calls (``CallRecord``), params redacted; the store
-    sets the owner (rollout or attempt) when it writes them."""
+    sets the owner (rollout or attempt) when it writes them. The agent's calls have the
+    purpose ``policy``, an episode's own (``env_calls``) their caller, ``env:<purpose>``."""
     from ..store.store import call_row
 
-    return [call_row(c, id=f"{owner_id}:{c.index}", idx=c.index, run_id=run_id) for c in calls]
+    rows = []
+    for c in calls:
+        caller = getattr(c, "caller", "agent")
+        purpose = "policy" if caller == "agent" else caller
+        row_id = f"{owner_id}:{c.index}" if caller == "agent" else f"{owner_id}:{caller}:{c.index}"
+        rows.append(call_row(c, id=row_id, idx=c.index, purpose=purpose, run_id=run_id))
+    return rows

@@ -171,6 +171,8 @@ class RolloutSession:
                 metadata={"task_id": task.id, "seed": seed, "harness": harness.hash},
                 episode=episode,
             )
+            if episode is not None:  # its own model calls, recorded apart (ModelAccess)
+                episode.models = self.gateway.model_access(token)
             env = {
                 RT_ENV_GATEWAY: self.gateway.address,
                 RT_ENV_TOKEN: token,
@@ -263,6 +265,7 @@ class RolloutSession:
             ),
             events=_read_events(workdir),
             calls=[_call_record(c) for c in ledger.calls],
+            env_calls=[_call_record(c) for c in ledger.env_calls],
             steps=list(ledger.steps),
             sandbox=SandboxRecord(
                 exit_code=result.exit_code,
@@ -309,6 +312,7 @@ def _call_record(call) -> ModelCall:
         latency_s=call.latency_s,
         attempts=call.attempts,
         error=call.error,
+        caller=getattr(call, "caller", "agent"),
     )
 
 
@@ -404,6 +408,12 @@ def check_run_config(ledger: RolloutLedger | None, policy: Policy) -> None:
     """Stop the run when the provider refused its configuration (``ledger.config_error``):
     every rollout would fail the same way, and none of it is the harness's doing."""
     if ledger is not None and ledger.config_error:
+        if ledger.config_error.startswith("env:"):  # an episode's own model (ModelAccess)
+            raise ConfigError(
+                "env_options",
+                "the provider refused the environment's model configuration (model name, "
+                f"credentials or parameters): {ledger.config_error}",
+            )
         raise ConfigError(
             f"policy {policy.model}",
             f"the provider refused this run's configuration (model name, credentials or a "

@@ -17,6 +17,9 @@ POLICY = "policy"  # the harness under evaluation, through the rollout's gateway
 EDITOR = "editor"  # an LLM editor proposing a harness patch
 VOTER = "voter"  # an LLM voter ranking harnesses for a failed task
 CALL_PURPOSES = (POLICY, EDITOR, VOTER)
+#: A host-served episode's own calls (``harnessctl.envs.ModelAccess``) are logged under
+#: ``env:<purpose>`` (``env:user``, ``env:judge``) with their rollout, apart from ``policy``.
+ENV_PREFIX = "env:"
 
 
 @dataclass

@@ -120,7 +120,9 @@ class ModelCallRow(SQLModel, table=True):
     belong to a stored rollout (``rollout_id``) or to an infra-failed attempt
     (``attempt_id``), ``editor`` calls to an edit (``edit_id``, no foreign key: the call is
     logged before the edit is recorded), ``voter`` calls to whatever routing asked (a run,
-    when there is one). ``params_json`` holds the call's parameters with secrets redacted.
+    when there is one); ``env:<purpose>`` calls (``env:user``...) were made by a
+    host-served episode of the rollout they belong to. ``params_json`` holds the call's
+    parameters with secrets redacted.
     """
 
     __tablename__ = "model_call"

@@ -24,7 +24,7 @@ from harnessctl.constants import ENV_STORE_URL, STATE_DIR
 from harnessctl.errors import HarnessctlError
 from harnessctl.gateway.protocol import redact
 
-from .calls import POLICY, CallTotals, HostCall
+from .calls import ENV_PREFIX, POLICY, CallTotals, HostCall
 from .engine import create_store_engine, writer
 from .migrate import migrate
 from .models import (
@@ -285,9 +285,9 @@ class Store:
         rollout.trajectory_path = trajectory_relpath(rollout.id)
         path = self.trajectory_dir / rollout.trajectory_path
         write_trajectory(path, trajectory)  # before the row: a row never lacks its file
-        for call in calls:
-            call.purpose, call.rollout_id, call.attempt_id = POLICY, rollout.id, None
-            call.id = f"{rollout.id}:{call.idx}"
+        for call in calls:  # the agent's calls are ``policy``; an episode's keep theirs
+            call.purpose, call.rollout_id, call.attempt_id = _owned(call), rollout.id, None
+            call.id = _call_id(rollout.id, call)
             call.run_id = call.run_id or rollout.run_id
         try:
             winner = self._insert_unless_recorded(rollout, calls)
@@ -326,8 +326,8 @@ class Store:
         before it failed (policy calls of the attempt: their cost was spent too)."""
         rows = list(calls)
         for call in rows:
-            call.purpose, call.attempt_id, call.rollout_id = POLICY, row.id, None
-            call.id = f"{row.id}:{call.idx}"
+            call.purpose, call.attempt_id, call.rollout_id = _owned(call), row.id, None
+            call.id = _call_id(row.id, call)
             call.run_id = call.run_id or row.run_id or None
         with self._session(write=True) as session:
             session.add(row)
@@ -597,6 +597,18 @@ def _queue_writers(session: Session, key: str) -> None:
         session.connection().execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
         )
+
+
+def _owned(call: ModelCallRow) -> str:
+    """The purpose of a rollout's (or attempt's) call: ``policy`` (the agent's), or the
+    ``env:<purpose>`` of a call the environment's episode made."""
+    return call.purpose if call.purpose.startswith(ENV_PREFIX) else POLICY
+
+
+def _call_id(owner_id: str, call: ModelCallRow) -> str:
+    if call.purpose == POLICY:
+        return f"{owner_id}:{call.idx}"
+    return f"{owner_id}:{call.purpose}:{call.idx}"
 
 
 def call_row(call: Any, **fields: Any) -> ModelCallRow:

@@ -13,6 +13,7 @@ assertions and the user's scenario stay on the host. See docs/tau2.md.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,36 @@ def tau2_task(task: Task) -> Any:
     return tau2().Task.model_validate(task.record["task"])
 
 
+def model_user(episode: Episode, model: str, params: dict[str, Any], task: Any, env: Any) -> Any:
+    """tau2's LLM user for ``episode``'s conversation, its one model call bound to the
+    episode's model access (caller ``env:user``)."""
+    from .user import ModelUser
+
+    access = episode.models
+    if access is None:
+        raise RuntimeError(
+            "a model-backed tau2 user needs the rollout's model access (episode.models), "
+            "which the rollout session sets; none was set"
+        )
+
+    def complete(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict:
+        reply = access.complete(messages, purpose="user", model=model, tools=tools, **params)
+        calls = []
+        for call in reply.tool_calls:
+            function = call.get("function") or {}
+            raw = function.get("arguments") or "{}"
+            try:
+                arguments = json.loads(raw) if isinstance(raw, str) else dict(raw)
+            except ValueError:
+                arguments = {}  # tau2's environment answers the call with its own error
+            calls.append(
+                {"id": call.get("id"), "name": function.get("name"), "arguments": arguments}
+            )
+        return {"content": reply.content or None, "tool_calls": calls, "cost": reply.cost_usd}
+
+    return ModelUser(task, env, complete)
+
+
 class Tau2Environment(Environment):
     """tau2-bench's conversations (see the module docstring)."""
 
@@ -97,13 +128,20 @@ class Tau2Environment(Environment):
     #: Repair directions for tau2 harnesses, with the rule-based editor's repairs.
     directions = HERE / "directions"
 
-    def __init__(self, user: str = "scripted") -> None:
-        if user not in USERS:
+    def __init__(self, user: str = "scripted", user_params: dict[str, Any] | None = None) -> None:
+        """``user``: ``scripted`` (the offline test double) or the litellm model string of
+        tau2's LLM user, called through the rollout's model access with ``user_params``
+        (litellm's: ``api_base``, sampling settings; default ``temperature`` 0, as tau2's)."""
+        if not isinstance(user, str) or not user.strip():
+            raise ValueError(f"user must be 'scripted' or a litellm model string, got {user!r}")
+        if user_params is not None and not isinstance(user_params, dict):
             raise ValueError(
-                f"user must be one of {', '.join(USERS)}, got {user!r} (a model-backed user "
-                "is not available yet: docs/tau2.md)"
+                f"user_params must be a mapping of litellm parameters, got {user_params!r}"
             )
+        if user_params and user in USERS:
+            raise ValueError("user_params apply to a model-backed user only, not 'scripted'")
         self.user = user
+        self.user_params: dict[str, Any] = {"temperature": 0.0, **(user_params or {})}
 
     def load_tasks(self, path: Path) -> TaskSet:
         """The tasks a task list file (or directory of them) selects from tau2's task sets."""
@@ -136,11 +174,18 @@ class Tau2Environment(Environment):
         (workdir / TASK_FILE).write_text(text + "\n", encoding="utf-8")
 
     def open_episode(self, task: Task, seed: int) -> Episode:
-        """A fresh conversation with the scripted user (deterministic: ``seed`` is unused)."""
+        """A fresh conversation with the scripted user (deterministic: ``seed`` is unused) or
+        with tau2's LLM user, whose calls go through the episode's ``models``
+        (:class:`harnessctl.envs.ModelAccess`, set by the rollout session before the reset)."""
         from .episode import Tau2Episode
         from .user import ScriptedUser
 
-        return Tau2Episode(str(task.record["domain"]), tau2_task(task), ScriptedUser)
+        episode = Tau2Episode(str(task.record["domain"]), tau2_task(task), ScriptedUser)
+        if self.user not in USERS:
+            episode.user_factory = functools.partial(
+                model_user, episode, self.user, {"seed": seed, **self.user_params}
+            )
+        return episode
 
     def score(
         self, task: Task, workdir: Path, answer: str | None, episode: Episode | None = None

@@ -123,8 +123,9 @@ class ModelUser(UserSimulator):
     scenario as the system prompt, the conversation with roles flipped, the user's device tools
     in telecom, built as tau2's ``run`` builds it) whose one model call goes through
     ``complete`` instead of tau2's direct litellm call: the episode's side of the model-access
-    hook (docs/tau2.md). Not reachable from ``env_options`` until the contract passes episodes
-    a model access; tested with a scripted ``complete``."""
+    hook (docs/tau2.md). ``env_options: {user: <litellm model>}`` binds ``complete`` to the
+    episode's ``models`` (:func:`harnessctl.envs.tau2.model_user`): the calls are recorded as
+    ``env:user``, outside the agent's budget."""
 
     def __init__(self, task: Any, environment: Any, complete: CompleteFn) -> None:
         tools = environment.get_user_tools() if environment.user_tools is not None else None
