@@ -16,7 +16,7 @@ Prints one line per environment and, last, `false acceptance: A/N (rate, 95% CI)
 interval) over all of them.
 
 usage:
-  .venv/bin/python benchmarks/null_edits.py [--edits 200] [--json out.json]
+  .venv/bin/python benchmarks/null_edits.py [--edits 200] [--confirm-seeds N] [--json out.json]
 """
 
 from __future__ import annotations
