@@ -79,7 +79,7 @@ def test_show_renders_a_trajectory(workspace):
     raw = invoke("show", row.id, "--json")
     trajectory = json.loads(raw.stdout)
     assert list(trajectory)[:2] == ["kind", "version"] and trajectory["kind"] == "trajectory"
-    assert trajectory["version"] == 4 and trajectory["task_id"] == row.task_id
+    assert trajectory["version"] == 5 and trajectory["task_id"] == row.task_id
     assert trajectory["calls"][0]["messages"][0]["role"] == "system"
     missing = invoke("show", "ffffffff")
     assert missing.exit_code != 0

@@ -135,7 +135,16 @@ def test_exhausted_timeouts_are_502_and_infra_error(gw, stub):
     assert len(stub.chat_requests) == 2
 
 
-def test_context_limit_and_bad_request_are_not_infra(gw, stub):
+@pytest.fixture
+def patient_gw(litellm_module):
+    """A gateway whose timeout no slow CI machine reaches: where a test counts the requests
+    the stub answered, a timed-out attempt retried would consume a scripted failure."""
+    with Gateway(timeout_s=10, retries=1, backoff_s=0.01) as g:
+        yield g
+
+
+def test_context_limit_and_bad_request_are_not_infra(patient_gw, stub):
+    gw = patient_gw
     msg = "This model's maximum context length is 8 tokens. However, you requested 90 tokens."
     stub.fail(400, msg, code="context_length_exceeded", type="invalid_request_error")
     stub.fail(422, "temperature out of range", type="invalid_request_error")
