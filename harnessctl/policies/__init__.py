@@ -113,6 +113,36 @@ def sim_params(
     return unit_param(params, "skill", default_skill), overrides
 
 
+def scaled_rates(
+    base_rates: Mapping[str, float], skill: float, overrides: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """The simulated policies' rate convention: each mode's base rate scaled by
+    ``2 * (1 - skill)`` and clipped to [0, 1] (skill 0.5: the base rates; 1: no failure);
+    ``rate_<mode>`` overrides win unscaled."""
+    scale = 2.0 * (1.0 - skill)
+    rates = {m: min(1.0, max(0.0, rate * scale)) for m, rate in base_rates.items()}
+    rates.update(overrides or {})
+    return rates
+
+
+class OracleSim:
+    """Base of an oracle-backed simulated policy plugin: its view of a task is the
+    environment's ``oracle``, and :meth:`rates` reads ``skill`` and ``rate_<mode>`` by the
+    convention of :func:`sim_params` and :func:`scaled_rates`. A subclass sets ``base_rates``
+    (mode -> rate at skill 0.5), ``default_skill`` and ``description``, and writes ``reply``."""
+
+    description = ""
+    base_rates: Mapping[str, float] = {}
+    default_skill = 0.5
+
+    def view(self, env: Any, task: Any) -> dict[str, Any]:
+        return dict(env.oracle(task))
+
+    def rates(self, params: Mapping[str, Any]) -> dict[str, float]:
+        skill, overrides = sim_params(params, tuple(self.base_rates), self.default_skill)
+        return scaled_rates(self.base_rates, skill, overrides)
+
+
 def default_policy(env_kind: str) -> str:
     """The offline default for an environment: its simulated test double ``sim/<kind>``."""
     name = f"{SIM_PROVIDER}/{env_kind}"

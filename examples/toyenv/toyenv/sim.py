@@ -34,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harnessctl.policies import OracleSim, scaled_rates
+
 MODES = ("prefix", "wordy")
 BASE_RATES: dict[str, float] = {"prefix": 0.45, "wordy": 0.4}
 DEFAULT_SKILL = 0.5
@@ -109,10 +111,7 @@ def lists_forms(text: str) -> bool:
 
 def effective_rates(skill: float, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
     """Base rates scaled by ``2 * (1 - skill)`` and clipped to [0, 1]; overrides win unscaled."""
-    scale = 2.0 * (1.0 - skill)
-    rates = {m: min(1.0, max(0.0, BASE_RATES[m] * scale)) for m in MODES}
-    rates.update(overrides or {})
-    return rates
+    return scaled_rates(BASE_RATES, skill, overrides)
 
 
 def _verb(command: str) -> str:
@@ -187,14 +186,7 @@ def next_reply(
     return f"Thought: next, {said}.\nAction: {said}"
 
 
-def read_params(params: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
-    """(skill, per-mode rate overrides) from the call's parameters; unknown ones refused."""
-    from harnessctl.policies import sim_params
-
-    return sim_params(params, MODES, DEFAULT_SKILL)
-
-
-class SimToy:
+class SimToy(OracleSim):
     """``sim/toy`` as an offline policy plugin: the environment's oracle is its view."""
 
     description = (
@@ -202,8 +194,8 @@ class SimToy:
         "harness-sensitive failure modes (params: skill, rate_prefix, rate_wordy)"
     )
 
-    def view(self, env: Any, task: Any) -> dict[str, Any]:
-        return dict(env.oracle(task))
+    base_rates = BASE_RATES
+    default_skill = DEFAULT_SKILL
 
     def reply(
         self,
@@ -213,8 +205,8 @@ class SimToy:
         params: Mapping[str, Any],
         tools: Sequence[Any],
     ) -> str | dict[str, Any]:
-        skill, overrides = read_params(params)
+        rates = self.rates(params)
         offered = {
             _field(_field(t, "function") or {}, "name") for t in tools or [] if t is not None
         }
-        return next_reply(view, messages, seed, effective_rates(skill, overrides), "act" in offered)
+        return next_reply(view, messages, seed, rates, "act" in offered)

@@ -45,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harnessctl.policies import OracleSim, scaled_rates
 from harnessctl.policies.sim_signals import field_of, offered_functions, text_of
 
 MODES = ("format", "phrasing", "loop", "drift")
@@ -116,10 +117,7 @@ def carried_out(exchange: Exchange) -> bool:
 
 def effective_rates(skill: float, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
     """Base rates scaled by ``2 * (1 - skill)`` and clipped to [0, 1]; overrides win unscaled."""
-    scale = 2.0 * (1.0 - skill)
-    rates = {m: min(1.0, max(0.0, BASE_RATES[m] * scale)) for m in MODES}
-    rates.update(overrides or {})
-    return rates
+    return scaled_rates(BASE_RATES, skill, overrides)
 
 
 def _verb(command: str) -> str:
@@ -253,7 +251,7 @@ def next_reply(
     return f"Think: to get on with the task, I will {command}.\nAction: {command}"
 
 
-class SimAlfworld:
+class SimAlfworld(OracleSim):
     """``sim/alfworld`` as an offline policy plugin: the environment's oracle is its view."""
 
     description = (
@@ -262,8 +260,8 @@ class SimAlfworld:
         "rate_loop, rate_drift)"
     )
 
-    def view(self, env: Any, task: Any) -> dict[str, Any]:
-        return dict(env.oracle(task))
+    base_rates = BASE_RATES
+    default_skill = DEFAULT_SKILL
 
     def reply(
         self,
@@ -273,8 +271,6 @@ class SimAlfworld:
         params: Mapping[str, Any],
         tools: Sequence[Any],
     ) -> str | dict[str, Any]:
-        from harnessctl.policies import sim_params
-
-        skill, overrides = sim_params(params, MODES, DEFAULT_SKILL)
+        rates = self.rates(params)
         offered = offered_functions(tools)
-        return next_reply(view, messages, seed, effective_rates(skill, overrides), "act" in offered)
+        return next_reply(view, messages, seed, rates, "act" in offered)

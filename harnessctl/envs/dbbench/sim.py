@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harnessctl.policies import sim_params
+from harnessctl.policies import OracleSim, scaled_rates
 from harnessctl.policies import sim_signals as generic
 
 from . import sim_signals as sig
@@ -51,10 +51,7 @@ DEFAULT_SKILL = 0.5
 
 def effective_rates(skill: float, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
     """Base rates scaled by ``2 * (1 - skill)`` and clipped to [0, 1]; overrides win unscaled."""
-    scale = 2.0 * (1.0 - skill)
-    rates = {m: min(1.0, max(0.0, BASE_RATES[m] * scale)) for m in MODES}
-    rates.update(overrides or {})
-    return rates
+    return scaled_rates(BASE_RATES, skill, overrides)
 
 
 @dataclass(frozen=True)
@@ -322,18 +319,13 @@ def next_move(
     return _answer("I found what the question asks for.", values, bare=bare)
 
 
-def read_params(params: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
-    """(skill, per-mode rate overrides) from the call's parameters."""
-    return sim_params(params, MODES, DEFAULT_SKILL)
-
-
-class SimDBBench:
+class SimDBBench(OracleSim):
     """``sim/dbbench`` as an offline policy plugin: the environment's oracle is its view."""
 
     description = "TEST DOUBLE: simulated DBBench agent with seeded failure modes"
 
-    def view(self, env: Any, task: Any) -> dict[str, Any]:
-        return dict(env.oracle(task))
+    base_rates = BASE_RATES
+    default_skill = DEFAULT_SKILL
 
     def reply(
         self,
@@ -344,8 +336,7 @@ class SimDBBench:
         tools: Any,
     ) -> str | dict[str, Any]:
         """Text, or function calls when the request offers DBBench's two functions."""
-        skill, overrides = read_params(params)
-        rates = effective_rates(skill, overrides)
+        rates = self.rates(params)
         if {EXECUTE_SQL, COMMIT_FINAL_ANSWER} <= generic.offered_functions(tools):
             return next_call(view, messages, seed, rates)
         return next_reply(view, messages, seed, rates)

@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harnessctl.policies import OracleSim, scaled_rates
 from harnessctl.policies.sim_signals import field_of, text_of
 
 MODES = ("error", "format", "verbose", "overrun")
@@ -80,10 +81,8 @@ def shown_output(feedback: str) -> str:
 
 
 def effective_rates(skill: float, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
-    scale = 2.0 * (1.0 - skill)
-    rates = {m: min(1.0, max(0.0, BASE_RATES[m] * scale)) for m in MODES}
-    rates.update(overrides or {})
-    return rates
+    """Base rates scaled by ``2 * (1 - skill)`` and clipped to [0, 1]; overrides win unscaled."""
+    return scaled_rates(BASE_RATES, skill, overrides)
 
 
 def plan_mode(task_id: str, seed: int, rates: Mapping[str, float]) -> str | None:
@@ -135,7 +134,7 @@ def next_reply(
     return f"Think: I have the answer.\n\nAct: answer({answer})"
 
 
-class SimOS:
+class SimOS(OracleSim):
     """``sim/os_interaction`` as an offline policy plugin: the environment's oracle is its
     view."""
 
@@ -145,8 +144,8 @@ class SimOS:
         "rate_verbose, rate_overrun)"
     )
 
-    def view(self, env: Any, task: Any) -> dict[str, Any]:
-        return dict(env.oracle(task))
+    base_rates = BASE_RATES
+    default_skill = DEFAULT_SKILL
 
     def reply(
         self,
@@ -156,7 +155,5 @@ class SimOS:
         params: Mapping[str, Any],
         tools: Sequence[Any],
     ) -> str:
-        from harnessctl.policies import sim_params
-
-        skill, overrides = sim_params(params, MODES, DEFAULT_SKILL)
-        return next_reply(view, messages, seed, effective_rates(skill, overrides))
+        rates = self.rates(params)
+        return next_reply(view, messages, seed, rates)

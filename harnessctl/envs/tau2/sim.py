@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harnessctl.policies import OracleSim
 from harnessctl.policies.sim_signals import field_of, offered_functions, text_of
 
 MODES = ("arguments", "giveup", "empty")
@@ -215,7 +216,7 @@ def next_reply(
     return str(step.get("text") or "")
 
 
-class SimTau2:
+class SimTau2(OracleSim):
     """``sim/tau2`` as an offline policy plugin: the environment's oracle is its view."""
 
     description = (
@@ -224,8 +225,8 @@ class SimTau2:
         "rate_empty)"
     )
 
-    def view(self, env: Any, task: Any) -> dict[str, Any]:
-        return dict(env.oracle(task))
+    base_rates = BASE_RATES
+    default_skill = DEFAULT_SKILL
 
     def reply(
         self,
@@ -235,10 +236,4 @@ class SimTau2:
         params: Mapping[str, Any],
         tools: Sequence[Any],
     ) -> str | dict[str, Any]:
-        from harnessctl.policies import sim_params
-
-        skill, overrides = sim_params(params, MODES, DEFAULT_SKILL)
-        scale = 2.0 * (1.0 - skill)
-        rates = {m: min(1.0, max(0.0, BASE_RATES[m] * scale)) for m in MODES}
-        rates.update(overrides)
-        return next_reply(view, messages, seed, rates, tools)
+        return next_reply(view, messages, seed, self.rates(params), tools)
