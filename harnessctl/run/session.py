@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bounds import MAX_EVENTS_BYTES, MAX_RESULT_BYTES, ScoringLimit
+from ..bounds import MAX_EVENTS_BYTES, MAX_RESULT_BYTES, ScoringLimit, clip_error
 from ..constants import (
     ENV_GATEWAY_PORT,
     RT_ENV_ENV,
@@ -29,7 +29,7 @@ from ..constants import (
     RT_ENV_MANIFEST,
     RT_ENV_TOKEN,
 )
-from ..envs import Environment, Episode, Task
+from ..envs import Environment, Episode, Score, Task
 from ..errors import ConfigError
 from ..gateway.ledger import RolloutLedger
 from ..gateway.protocol import redact
@@ -48,6 +48,19 @@ from ..records import (
 from ..sandbox import Job, Limits, Sandbox, SandboxResult, mark_owner, reap_stale
 from ..untrusted import checked_result, parse_events
 from .budget import resolve_budgets
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """What scoring a finished run found: the result file (checked), its problem, the status
+    the harness reported, the environment's score and a scoring-time limit hit."""
+
+    runtime_result: dict | None
+    problem: str | None
+    status: str | None
+    score: Score | None
+    score_limit: str | None
+    score_error: str | None = None
 
 
 @dataclass
@@ -195,10 +208,13 @@ class RolloutSession:
             with offline_channel(policy.model, rollout_id, self.env, task):
                 try:
                     result = self.sandbox.run(job)
+                    # scored before the ledger closes: an episode's own model calls while
+                    # scoring (a judge) are recorded with the rollout's
+                    scored = self._score(task, workdir, result, episode)
                 finally:
                     ledger = self.gateway.close_rollout(token)
             return self._finish(
-                rollout_id, harness, task, seed, policy, workdir, result, ledger, started, episode
+                rollout_id, harness, task, seed, policy, workdir, result, scored, ledger, started
             )
         finally:
             if episode is not None:
@@ -206,19 +222,11 @@ class RolloutSession:
                     episode.close()
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _finish(
-        self,
-        rollout_id,
-        harness,
-        task,
-        seed,
-        policy,
-        workdir: Path,
-        result: SandboxResult,
-        ledger,
-        started: float,
-        episode=None,
-    ) -> RolloutRecord:
+    def _score(
+        self, task: Task, workdir: Path, result: SandboxResult, episode: Episode | None
+    ) -> _Scored:
+        """The harness's result file, checked, and the environment's score of the run (none
+        when the run timed out, failed on the host or reported no usable result)."""
         _drop_special_files(workdir)  # scoring opens files by name: no links, no FIFOs
         runtime_result, problem = _checked_result(workdir)  # malformed: harness_error
         status = runtime_result.get("status") if runtime_result else None
@@ -235,7 +243,27 @@ class RolloutSession:
                 score = self.env.score(task, workdir, answer, episode)
             except ScoringLimit as exc:  # the state it left could not be scored in time
                 score_limit = str(exc)
-        infra = result.infra_error or ledger.infra_error
+            except Exception as exc:  # the host's scoring failed (a judge model down): infra
+                failed = f"scoring failed on the host: {type(exc).__name__}: {exc}"
+                return _Scored(runtime_result, problem, status, None, None, clip_error(failed))
+        return _Scored(runtime_result, problem, status, score, score_limit)
+
+    def _finish(
+        self,
+        rollout_id,
+        harness,
+        task,
+        seed,
+        policy,
+        workdir: Path,
+        result: SandboxResult,
+        scored: _Scored,
+        ledger,
+        started: float,
+    ) -> RolloutRecord:
+        runtime_result, problem, status = scored.runtime_result, scored.problem, scored.status
+        score, score_limit = scored.score, scored.score_limit
+        infra = result.infra_error or ledger.infra_error or scored.score_error
         host_error = score_limit or ledger.record_limit or problem
         outcome = classify(
             infra_error=infra is not None,

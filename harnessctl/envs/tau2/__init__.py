@@ -57,6 +57,12 @@ def instruction(domain: str) -> str:
     )
 
 
+def _mapping(option: str, value: Any) -> dict[str, Any]:
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"{option}_params must be a mapping of litellm parameters, got {value!r}")
+    return dict(value or {})
+
+
 def public_task(task: Task) -> dict[str, Any]:
     """What the sandbox may see of a task (``task.json``): role, policy and tool schemas."""
     from .package import public_material
@@ -128,20 +134,34 @@ class Tau2Environment(Environment):
     #: Repair directions for tau2 harnesses, with the rule-based editor's repairs.
     directions = HERE / "directions"
 
-    def __init__(self, user: str = "scripted", user_params: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        user: str = "scripted",
+        user_params: dict[str, Any] | None = None,
+        judge: str | None = None,
+        judge_params: dict[str, Any] | None = None,
+    ) -> None:
         """``user``: ``scripted`` (the offline test double) or the litellm model string of
         tau2's LLM user, called through the rollout's model access with ``user_params``
-        (litellm's: ``api_base``, sampling settings; default ``temperature`` 0, as tau2's)."""
+        (litellm's: ``api_base``, sampling settings; default ``temperature`` 0, as tau2's).
+        ``judge``: the litellm model string that judges the tasks' natural-language
+        assertions with tau2's own prompt (:mod:`.judge`), with ``judge_params`` (default
+        ``temperature`` 0); none (the default): they are not judged, as in tau2's runs."""
         if not isinstance(user, str) or not user.strip():
             raise ValueError(f"user must be 'scripted' or a litellm model string, got {user!r}")
-        if user_params is not None and not isinstance(user_params, dict):
-            raise ValueError(
-                f"user_params must be a mapping of litellm parameters, got {user_params!r}"
-            )
         if user_params and user in USERS:
             raise ValueError("user_params apply to a model-backed user only, not 'scripted'")
+        if judge is not None and (not isinstance(judge, str) or not judge.strip()):
+            raise ValueError(f"judge must be a litellm model string, got {judge!r}")
+        if judge_params and judge is None:
+            raise ValueError("judge_params apply to a judge model only: give judge too")
         self.user = user
-        self.user_params: dict[str, Any] = {"temperature": 0.0, **(user_params or {})}
+        self.user_params: dict[str, Any] = {"temperature": 0.0, **_mapping("user", user_params)}
+        self.judge = judge
+        self.judge_params: dict[str, Any] = {
+            "temperature": 0.0,
+            **_mapping("judge", judge_params),
+        }
 
     def load_tasks(self, path: Path) -> TaskSet:
         """The tasks a task list file (or directory of them) selects from tau2's task sets."""
@@ -195,7 +215,17 @@ class Tau2Environment(Environment):
 
         if not isinstance(episode, Tau2Episode) or episode.orchestrator is None:
             return Score(success=False, detail={"reward": 0.0, "note": "no conversation"})
-        detail = evaluate(episode.domain, episode.task, episode.simulation())
+        judge = None
+        if self.judge is not None:
+            from .judge import model_judge
+
+            if episode.models is None:
+                raise RuntimeError(
+                    "a judge model needs the rollout's model access (episode.models), which "
+                    "the rollout session sets; none was set"
+                )
+            judge = model_judge(episode.models, self.judge, self.judge_params)
+        detail = evaluate(episode.domain, episode.task, episode.simulation(), judge)
         detail["agent_turns"] = episode.calls
         return Score(success=detail["reward"] >= 1.0 - 1e-9, detail=detail)
 

@@ -13,13 +13,16 @@ tau2's ``evaluate_simulation`` on the conversation (:func:`evaluate`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from harnessctl.envs import Episode, StepResult
 
+from .judge import JudgeError, judged_by, verdicts
 from .package import RESPOND, new_environment, tau2
 
 _T = tau2()  # sets up the import of tau2 (quiet, no network); then its base class:
@@ -175,23 +178,54 @@ class Tau2Episode(Episode):
         )
 
 
-def evaluate(domain: str, task: Any, simulation: Any) -> dict[str, Any]:
-    """tau2's own ``evaluate_simulation`` (database, gold actions, communicated information;
-    ``ALL``: natural-language assertions are not judged, as none is in these tasks' reward
-    basis) as a plain dict: reward, basis, breakdown, termination."""
-    info = _T.evaluate_simulation(
-        simulation=simulation,
-        task=task,
-        evaluation_type=_T.EvaluationType.ALL,
-        solo_mode=False,
-        domain=domain,
-    )
+def evaluate(
+    domain: str, task: Any, simulation: Any, judge: Callable[[list[Any]], Any] | None = None
+) -> dict[str, Any]:
+    """tau2's own ``evaluate_simulation`` (database, gold actions, communicated information)
+    as a plain dict: reward, basis, breakdown, termination. With a ``judge``
+    (:mod:`.judge`), tau2's ``ALL_WITH_NL_ASSERTIONS``: the task's natural-language
+    assertions are judged too (their verdicts in ``nl_assertions``), and count in the reward
+    where the task's reward basis holds ``NL_ASSERTION``, by tau2's rule; without one,
+    tau2's ``ALL``, and a task whose basis holds it cannot be scored (``ValueError``)."""
+    criteria = task.evaluation_criteria
+    basis = {str(getattr(b, "value", b)) for b in (criteria.reward_basis if criteria else [])}
+    if judge is None and "NL_ASSERTION" in basis:
+        raise ValueError(
+            f"tau2 task {task.id}: its reward basis holds NL_ASSERTION, which only a judge "
+            "model scores: give one (env_options: judge: <litellm model>)"
+        )
+    kind = _T.EvaluationType.ALL if judge is None else _T.EvaluationType.ALL_WITH_NL_ASSERTIONS
+    with judged_by(judge) if judge is not None else contextlib.nullcontext():
+        try:
+            info = _T.evaluate_simulation(
+                simulation=simulation,
+                task=task,
+                evaluation_type=kind,
+                solo_mode=False,
+                domain=domain,
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            if judge is None:
+                raise
+            raise JudgeError(
+                f"the judge model's answer is not the verdicts tau2 asks for: "
+                f"{type(exc).__name__}: {str(exc)[:300]}"
+            ) from None
     breakdown = {str(getattr(k, "value", k)): v for k, v in (info.reward_breakdown or {}).items()}
     reason = simulation.termination_reason
-    return {
+    detail = {
         "reward": float(info.reward),
         "reward_basis": [str(getattr(b, "value", b)) for b in info.reward_basis or []],
         "breakdown": breakdown,
         "db_match": info.db_check.db_match if info.db_check is not None else None,
         "termination": str(getattr(reason, "value", reason)),
     }
+    if judge is not None and info.nl_assertions is not None:
+        asked = len(criteria.nl_assertions or []) if criteria else 0
+        if asked and len(info.nl_assertions) != asked:  # tau2 would count none as all met
+            raise JudgeError(
+                f"the judge model gave {len(info.nl_assertions)} verdict(s) for {asked} "
+                "natural-language assertion(s)"
+            )
+        detail["nl_assertions"] = verdicts(info.nl_assertions)
+    return detail
