@@ -22,6 +22,7 @@ from harnessctl.envs import Environment, Episode, ReplayScript, Score, Task, Tas
 from harnessctl.errors import ConfigError
 
 from .package import DOMAINS, RESPOND
+from .solo import STOP_TOOL, USER_TOOLS
 from .tasks import KIND, load_tasks, make_task
 
 HERE = Path(__file__).resolve().parent
@@ -116,7 +117,7 @@ class Tau2Environment(Environment):
     kind = KIND
     surface = "host"
     #: ``respond`` (a message to the user) and every agent tool of the three domains.
-    tools = (RESPOND, *AGENT_TOOLS)
+    tools: tuple[str, ...] = (RESPOND, *AGENT_TOOLS)
     #: The agent's turns per conversation (tau2 caps the whole conversation at 200 messages).
     max_steps = 100
     #: Model calls per rollout: the turns and room for re-prompts.
@@ -128,10 +129,16 @@ class Tau2Environment(Environment):
     #: Repair directions for tau2 harnesses, with the rule-based editor's repairs.
     directions = HERE / "directions"
 
-    def __init__(self, user: str = "scripted", user_params: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        user: str = "scripted",
+        user_params: dict[str, Any] | None = None,
+        solo: bool = False,
+    ) -> None:
         """``user``: ``scripted`` (the offline test double) or the litellm model string of
         tau2's LLM user, called through the rollout's model access with ``user_params``
-        (litellm's: ``api_base``, sampling settings; default ``temperature`` 0, as tau2's)."""
+        (litellm's: ``api_base``, sampling settings; default ``temperature`` 0, as tau2's).
+        ``solo``: tau2's solo mode (no user; :mod:`.solo`)."""
         if not isinstance(user, str) or not user.strip():
             raise ValueError(f"user must be 'scripted' or a litellm model string, got {user!r}")
         if user_params is not None and not isinstance(user_params, dict):
@@ -142,10 +149,29 @@ class Tau2Environment(Environment):
             raise ValueError("user_params apply to a model-backed user only, not 'scripted'")
         self.user = user
         self.user_params: dict[str, Any] = {"temperature": 0.0, **(user_params or {})}
+        self._init_solo(solo, user, user_params)
+
+    # --- solo mode (:mod:`.solo`) ---------------------------------------------------------
+    def _init_solo(self, solo: Any, user: str, user_params: dict[str, Any] | None) -> None:
+        if not isinstance(solo, bool):
+            raise ValueError(f"solo must be true or false, got {solo!r}")
+        if solo and user not in USERS:
+            raise ValueError(
+                "solo mode has no user (tau2's DummyUser): leave out user and user_params"
+            )
+        self.solo = solo
+        if solo:  # the solo agent's actions: the agent's tools, the user's and tau2's `done`
+            self.tools = (RESPOND, *AGENT_TOOLS, *USER_TOOLS, STOP_TOOL)
 
     def load_tasks(self, path: Path) -> TaskSet:
-        """The tasks a task list file (or directory of them) selects from tau2's task sets."""
-        return load_tasks(Path(path))
+        """The tasks a task list file (or directory of them) selects from tau2's task sets;
+        in solo mode, ``ConfigError`` naming the tasks tau2's solo agent does not accept."""
+        loaded = load_tasks(Path(path))
+        if self.solo:
+            from .solo import refuse_invalid
+
+            refuse_invalid(loaded.tasks, str(path))
+        return loaded
 
     def task_from_record(self, record: dict[str, Any], task_id: str | None = None) -> Task:
         """A task from ``{"domain": ..., "task": <tau2 task as JSON>}``."""
@@ -162,6 +188,10 @@ class Tau2Environment(Environment):
         except ValueError as exc:
             raise ConfigError("task", f"not a tau2 task: {str(exc)[:300]}") from None
         made = make_task(str(domain), record.get("split"), body, "<record>")
+        if self.solo:
+            from .solo import refuse_invalid
+
+            refuse_invalid([made], "task")
         if task_id is None:
             return made
         return Task(task_id, made.env, made.category, made.record, made.content_hash, made.source)
@@ -170,7 +200,13 @@ class Tau2Environment(Environment):
         """Write ``task.json`` (role, policy document, tool schemas) into ``workdir``."""
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(public_task(task), ensure_ascii=False, indent=2)
+        material = public_task(task)
+        if self.solo:
+            from . import solo
+
+            base = {k: material[k] for k in ("task_id", "env", "domain")}
+            material = solo.public_task(task, base)
+        text = json.dumps(material, ensure_ascii=False, indent=2)
         (workdir / TASK_FILE).write_text(text + "\n", encoding="utf-8")
 
     def open_episode(self, task: Task, seed: int) -> Episode:
@@ -180,6 +216,10 @@ class Tau2Environment(Environment):
         from .episode import Tau2Episode
         from .user import ScriptedUser
 
+        if self.solo:
+            from .solo_episode import Tau2SoloEpisode
+
+            return Tau2SoloEpisode(str(task.record["domain"]), tau2_task(task))
         episode = Tau2Episode(str(task.record["domain"]), tau2_task(task), ScriptedUser)
         if self.user not in USERS:
             episode.user_factory = functools.partial(
@@ -195,26 +235,31 @@ class Tau2Environment(Environment):
 
         if not isinstance(episode, Tau2Episode) or episode.orchestrator is None:
             return Score(success=False, detail={"reward": 0.0, "note": "no conversation"})
-        detail = evaluate(episode.domain, episode.task, episode.simulation())
+        detail = evaluate(
+            episode.domain, episode.task, episode.simulation(), solo_mode=episode.solo_mode
+        )
         detail["agent_turns"] = episode.calls
         return Score(success=detail["reward"] >= 1.0 - 1e-9, detail=detail)
 
     def oracle(self, task: Task) -> dict[str, Any]:
         """The task's gold, for offline simulated policies (host only)."""
-        from .gold import gold_actions, replay_script
+        from .gold import gold_actions
 
         return {
             "task_id": task.id,
             "category": task.category,
             "domain": task.record["domain"],
             "actions": gold_actions(task.record["task"]),
-            "script": replay_script(task.record["task"]),
+            "script": self.replay(task),
         }
 
     def replay(self, task: Task) -> ReplayScript:
-        """The gold as ``replay/tau2``'s script (:func:`.gold.replay_script`)."""
-        from .gold import replay_script
+        """The gold as ``replay/tau2``'s script (:func:`.gold.replay_script`; solo mode:
+        :func:`.gold.solo_replay_script`)."""
+        from .gold import replay_script, solo_replay_script
 
+        if self.solo:
+            return solo_replay_script(task.record["task"])
         return replay_script(task.record["task"])
 
 

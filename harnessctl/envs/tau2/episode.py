@@ -77,6 +77,9 @@ def agent_message(tool: str, argument: str, arguments: dict[str, Any] | None, n:
 class Tau2Episode(Episode):
     """One conversation of one tau2 task (see the module docstring); host only."""
 
+    #: tau2's solo mode (:class:`.solo_episode.Tau2SoloEpisode`): scored with ``solo_mode``.
+    solo_mode = False
+
     def __init__(self, domain: str, task: Any, user_factory: Any) -> None:
         """``user_factory(task, environment)``: the user for a conversation (a tau2 user)."""
         self.domain = domain
@@ -175,15 +178,16 @@ class Tau2Episode(Episode):
         )
 
 
-def evaluate(domain: str, task: Any, simulation: Any) -> dict[str, Any]:
+def evaluate(domain: str, task: Any, simulation: Any, *, solo_mode: bool = False) -> dict[str, Any]:
     """tau2's own ``evaluate_simulation`` (database, gold actions, communicated information;
     ``ALL``: natural-language assertions are not judged, as none is in these tasks' reward
-    basis) as a plain dict: reward, basis, breakdown, termination."""
+    basis) as a plain dict: reward, basis, breakdown, termination. ``solo_mode``: tau2's
+    solo-mode scoring (the agent's calls of user tools replayed on the user's device)."""
     info = _T.evaluate_simulation(
         simulation=simulation,
         task=task,
         evaluation_type=_T.EvaluationType.ALL,
-        solo_mode=False,
+        solo_mode=solo_mode,
         domain=domain,
     )
     breakdown = {str(getattr(k, "value", k)): v for k, v in (info.reward_breakdown or {}).items()}
