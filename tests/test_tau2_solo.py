@@ -151,7 +151,7 @@ def _replay(env, task):
     return episode.done, env.score(task, NOWHERE, None, episode)
 
 
-# tau2's solo environment builds every tool's pydantic model twice (~0.1 s a construction, four
+# tau2's solo environment builds every tool's pydantic model (~0.1 s a construction, seven
 # per task here): telecom's `small` split (20 tasks, ~15 s) by default; its `base` (114) and
 # `full` (2285) splits with HARNESSCTL_TEST_TAU2_ALL=1 (the counts are in docs/tau2.md)
 @pytest.mark.parametrize(
