@@ -8,7 +8,9 @@ evaluator are tau2's own (:mod:`.package` imports them lazily); this package onl
 offline scripted user (:mod:`.user`, a test double) and the gold as a replay script
 (:mod:`.gold`). The harness sees ``task.json`` (the domain's policy document and its agent
 tools' function schemas: the task's public material) and the conversation; gold actions,
-assertions and the user's scenario stay on the host. See docs/tau2.md.
+assertions and the user's scenario stay on the host. ``solo=True`` is tau2's solo mode
+(:mod:`.solo`, :mod:`.solo_episode`: no user, the ticket, the user's device tools and
+``done``). See docs/tau2.md.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ The replay script plays tau2's gold actions in order: an action of the agent
 user``, telecom's device actions) as a message asking the user to carry it out, naming the
 tool (the scripted user then does, see :mod:`.user`); and last a closing message that states
 every piece of information tau2 expects the agent to communicate (``communicate_info``) and,
-when the gold transfers the user, says so.
+when the gold transfers the user, says so. In solo mode (:mod:`.solo`) it plays every gold
+action as the agent's tool call, then ``done`` (:func:`solo_replay_script`), checked against
+tau2's verdict on the solo gold (:func:`reference_solo_simulation`).
 """
 
 from __future__ import annotations
