@@ -8,7 +8,9 @@ evaluator are tau2's own (:mod:`.package` imports them lazily); this package onl
 offline scripted user (:mod:`.user`, a test double) and the gold as a replay script
 (:mod:`.gold`). The harness sees ``task.json`` (the domain's policy document and its agent
 tools' function schemas: the task's public material) and the conversation; gold actions,
-assertions and the user's scenario stay on the host. See docs/tau2.md.
+assertions and the user's scenario stay on the host. ``solo=True`` is tau2's solo mode
+(:mod:`.solo`, :mod:`.solo_episode`: no user, the ticket, the user's device tools and
+``done``). See docs/tau2.md.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from harnessctl.envs import Environment, Episode, ReplayScript, Score, Task, Tas
 from harnessctl.errors import ConfigError
 
 from .package import DOMAINS, RESPOND
+from .solo import STOP_TOOL, USER_TOOLS
 from .tasks import KIND, load_tasks, make_task
 
 HERE = Path(__file__).resolve().parent
@@ -122,7 +125,7 @@ class Tau2Environment(Environment):
     kind = KIND
     surface = "host"
     #: ``respond`` (a message to the user) and every agent tool of the three domains.
-    tools = (RESPOND, *AGENT_TOOLS)
+    tools: tuple[str, ...] = (RESPOND, *AGENT_TOOLS)
     #: The agent's turns per conversation (tau2 caps the whole conversation at 200 messages).
     max_steps = 100
     #: Model calls per rollout: the turns and room for re-prompts.
@@ -140,13 +143,15 @@ class Tau2Environment(Environment):
         user_params: dict[str, Any] | None = None,
         judge: str | None = None,
         judge_params: dict[str, Any] | None = None,
+        solo: bool = False,
     ) -> None:
         """``user``: ``scripted`` (the offline test double) or the litellm model string of
         tau2's LLM user, called through the rollout's model access with ``user_params``
         (litellm's: ``api_base``, sampling settings; default ``temperature`` 0, as tau2's).
         ``judge``: the litellm model string that judges the tasks' natural-language
         assertions with tau2's own prompt (:mod:`.judge`), with ``judge_params`` (default
-        ``temperature`` 0); none (the default): they are not judged, as in tau2's runs."""
+        ``temperature`` 0); none (the default): they are not judged, as in tau2's runs.
+        ``solo``: tau2's solo mode (no user; :mod:`.solo`)."""
         if not isinstance(user, str) or not user.strip():
             raise ValueError(f"user must be 'scripted' or a litellm model string, got {user!r}")
         if user_params and user in USERS:
@@ -162,10 +167,29 @@ class Tau2Environment(Environment):
             "temperature": 0.0,
             **_mapping("judge", judge_params),
         }
+        self._init_solo(solo, user, user_params)
+
+    # --- solo mode (:mod:`.solo`) ---------------------------------------------------------
+    def _init_solo(self, solo: Any, user: str, user_params: dict[str, Any] | None) -> None:
+        if not isinstance(solo, bool):
+            raise ValueError(f"solo must be true or false, got {solo!r}")
+        if solo and user not in USERS:
+            raise ValueError(
+                "solo mode has no user (tau2's DummyUser): leave out user and user_params"
+            )
+        self.solo = solo
+        if solo:  # the solo agent's actions: the agent's tools, the user's and tau2's `done`
+            self.tools = (RESPOND, *AGENT_TOOLS, *USER_TOOLS, STOP_TOOL)
 
     def load_tasks(self, path: Path) -> TaskSet:
-        """The tasks a task list file (or directory of them) selects from tau2's task sets."""
-        return load_tasks(Path(path))
+        """The tasks a task list file (or directory of them) selects from tau2's task sets;
+        in solo mode, ``ConfigError`` naming the tasks tau2's solo agent does not accept."""
+        loaded = load_tasks(Path(path))
+        if self.solo:
+            from .solo import refuse_invalid
+
+            refuse_invalid(loaded.tasks, str(path))
+        return loaded
 
     def task_from_record(self, record: dict[str, Any], task_id: str | None = None) -> Task:
         """A task from ``{"domain": ..., "task": <tau2 task as JSON>}``."""
@@ -182,6 +206,10 @@ class Tau2Environment(Environment):
         except ValueError as exc:
             raise ConfigError("task", f"not a tau2 task: {str(exc)[:300]}") from None
         made = make_task(str(domain), record.get("split"), body, "<record>")
+        if self.solo:
+            from .solo import refuse_invalid
+
+            refuse_invalid([made], "task")
         if task_id is None:
             return made
         return Task(task_id, made.env, made.category, made.record, made.content_hash, made.source)
@@ -190,7 +218,13 @@ class Tau2Environment(Environment):
         """Write ``task.json`` (role, policy document, tool schemas) into ``workdir``."""
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(public_task(task), ensure_ascii=False, indent=2)
+        material = public_task(task)
+        if self.solo:
+            from . import solo
+
+            base = {k: material[k] for k in ("task_id", "env", "domain")}
+            material = solo.public_task(task, base)
+        text = json.dumps(material, ensure_ascii=False, indent=2)
         (workdir / TASK_FILE).write_text(text + "\n", encoding="utf-8")
 
     def open_episode(self, task: Task, seed: int) -> Episode:
@@ -200,6 +234,10 @@ class Tau2Environment(Environment):
         from .episode import Tau2Episode
         from .user import ScriptedUser
 
+        if self.solo:
+            from .solo_episode import Tau2SoloEpisode
+
+            return Tau2SoloEpisode(str(task.record["domain"]), tau2_task(task))
         episode = Tau2Episode(str(task.record["domain"]), tau2_task(task), ScriptedUser)
         if self.user not in USERS:
             episode.user_factory = functools.partial(
@@ -225,26 +263,35 @@ class Tau2Environment(Environment):
                     "the rollout session sets; none was set"
                 )
             judge = model_judge(episode.models, self.judge, self.judge_params)
-        detail = evaluate(episode.domain, episode.task, episode.simulation(), judge)
+        detail = evaluate(
+            episode.domain,
+            episode.task,
+            episode.simulation(),
+            judge,
+            solo_mode=episode.solo_mode,
+        )
         detail["agent_turns"] = episode.calls
         return Score(success=detail["reward"] >= 1.0 - 1e-9, detail=detail)
 
     def oracle(self, task: Task) -> dict[str, Any]:
         """The task's gold, for offline simulated policies (host only)."""
-        from .gold import gold_actions, replay_script
+        from .gold import gold_actions
 
         return {
             "task_id": task.id,
             "category": task.category,
             "domain": task.record["domain"],
             "actions": gold_actions(task.record["task"]),
-            "script": replay_script(task.record["task"]),
+            "script": self.replay(task),
         }
 
     def replay(self, task: Task) -> ReplayScript:
-        """The gold as ``replay/tau2``'s script (:func:`.gold.replay_script`)."""
-        from .gold import replay_script
+        """The gold as ``replay/tau2``'s script (:func:`.gold.replay_script`; solo mode:
+        :func:`.gold.solo_replay_script`)."""
+        from .gold import replay_script, solo_replay_script
 
+        if self.solo:
+            return solo_replay_script(task.record["task"])
         return replay_script(task.record["task"])
 
 

@@ -80,6 +80,9 @@ def agent_message(tool: str, argument: str, arguments: dict[str, Any] | None, n:
 class Tau2Episode(Episode):
     """One conversation of one tau2 task (see the module docstring); host only."""
 
+    #: tau2's solo mode (:class:`.solo_episode.Tau2SoloEpisode`): scored with ``solo_mode``.
+    solo_mode = False
+
     def __init__(self, domain: str, task: Any, user_factory: Any) -> None:
         """``user_factory(task, environment)``: the user for a conversation (a tau2 user)."""
         self.domain = domain
@@ -179,14 +182,21 @@ class Tau2Episode(Episode):
 
 
 def evaluate(
-    domain: str, task: Any, simulation: Any, judge: Callable[[list[Any]], Any] | None = None
+    domain: str,
+    task: Any,
+    simulation: Any,
+    judge: Callable[[list[Any]], Any] | None = None,
+    *,
+    solo_mode: bool = False,
 ) -> dict[str, Any]:
     """tau2's own ``evaluate_simulation`` (database, gold actions, communicated information)
     as a plain dict: reward, basis, breakdown, termination. With a ``judge``
     (:mod:`.judge`), tau2's ``ALL_WITH_NL_ASSERTIONS``: the task's natural-language
     assertions are judged too (their verdicts in ``nl_assertions``), and count in the reward
     where the task's reward basis holds ``NL_ASSERTION``, by tau2's rule; without one,
-    tau2's ``ALL``, and a task whose basis holds it cannot be scored (``ValueError``)."""
+    tau2's ``ALL``, and a task whose basis holds it cannot be scored (``ValueError``).
+    ``solo_mode``: tau2's solo-mode scoring (the agent's calls of user tools replayed on the
+    user's device)."""
     criteria = task.evaluation_criteria
     basis = {str(getattr(b, "value", b)) for b in (criteria.reward_basis if criteria else [])}
     if judge is None and "NL_ASSERTION" in basis:
@@ -201,7 +211,7 @@ def evaluate(
                 simulation=simulation,
                 task=task,
                 evaluation_type=kind,
-                solo_mode=False,
+                solo_mode=solo_mode,
                 domain=domain,
             )
         except (ValueError, KeyError, TypeError) as exc:

@@ -7,7 +7,9 @@ The replay script plays tau2's gold actions in order: an action of the agent
 user``, telecom's device actions) as a message asking the user to carry it out, naming the
 tool (the scripted user then does, see :mod:`.user`); and last a closing message that states
 every piece of information tau2 expects the agent to communicate (``communicate_info``) and,
-when the gold transfers the user, says so.
+when the gold transfers the user, says so. In solo mode (:mod:`.solo`) it plays every gold
+action as the agent's tool call, then ``done`` (:func:`solo_replay_script`), checked against
+tau2's verdict on the solo gold (:func:`reference_solo_simulation`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,63 @@ def reference_simulation(domain: str, task: Any, gold: bool) -> Any:
         messages.append(t.AssistantMessage(role="assistant", content=text))
     return t.SimulationRun(
         id="reference",
+        task_id=task.id,
+        start_time="",
+        end_time="",
+        duration=0.0,
+        termination_reason=t.TerminationReason.AGENT_STOP,
+        messages=messages,
+    )
+
+
+# --- solo mode (docs/tau2.md "Solo mode") ----------------------------------------------------
+
+
+def solo_replay_script(task: dict[str, Any]) -> ReplayScript:
+    """The gold as ``replay/tau2``'s script in solo mode: every gold action as the agent's
+    call of that tool (a user action too: tau2's solo agent holds the user's device tools),
+    then tau2's stop tool ``done``. No closing message: a solo agent talks to no one."""
+    from .solo import STOP_TOOL
+
+    script: ReplayScript = []
+    for action in gold_actions(task):
+        name, arguments = str(action["name"]), dict(action.get("arguments") or {})
+        text = f"I will now run {name} with {json.dumps(arguments)}."
+        script.append({"text": text, "tool_call": {"name": name, "arguments": arguments}})
+    script.append(
+        {"text": "The ticket is resolved.", "tool_call": {"name": STOP_TOOL, "arguments": {}}}
+    )
+    return script
+
+
+def reference_solo_simulation(domain: str, task: Any, gold: bool) -> Any:
+    """tau2's ``SimulationRun`` of the solo gold (``gold``: every gold action as the agent's
+    tool call on tau2's solo environment, then the stop message tau2's solo agent sends for
+    ``done``) or of the empty solo run (the stop message only)."""
+    from .solo import STOP_TOKEN
+
+    t = tau2()
+    messages: list[Any] = []
+    if gold:
+        env = t.registry.get_env_constructor(domain)(solo_mode=True)
+        state = task.initial_state
+        env.set_state(
+            initialization_data=state.initialization_data if state is not None else None,
+            initialization_actions=state.initialization_actions if state is not None else None,
+            message_history=[],
+        )
+        for n, action in enumerate(task.evaluation_criteria.actions or []):
+            call = t.ToolCall(
+                id=f"gold_{n}",
+                name=action.name,
+                arguments=json.loads(json.dumps(action.arguments)),
+                requestor="assistant",
+            )
+            messages.append(t.AssistantMessage(role="assistant", content=None, tool_calls=[call]))
+            messages.append(env.get_response(call))
+    messages.append(t.AssistantMessage(role="assistant", content=STOP_TOKEN))
+    return t.SimulationRun(
+        id="reference-solo",
         task_id=task.id,
         start_time="",
         end_time="",
