@@ -316,24 +316,38 @@ def test_tau2_on_docker_scores_as_locally_and_the_container_sees_no_gold(ws, evo
     assert {"success", "invalid_format", "wrong_answer"} <= set(docker.values()), sim
     trajectory = store(ws, other).trajectory(next(r for r in docker_rows if r.outcome == "success"))
     assert trajectory.score.detail["reward"] == 1.0 and trajectory.score.detail["db_match"]
-    # the probe, in the container: task.json and the harness's view of the task hold the
-    # public material only, and no file it can read holds any of the gold's fields
+    # the probe, in the container and in the local sandbox: task.json and the harness's
+    # view of the task hold the public material only, and no file it can read (where the
+    # backend gives it a private filesystem: docker, bubblewrap) holds any of the gold's
+    # fields, though tau2's data with every task's gold is installed on the host
     probe = ws / "harnesses" / "tau2-probe"
     shutil.copytree(ws / "harnesses" / BASE, probe)
     spec = (probe / "harness.yaml").read_text().replace(f"name: {BASE}\n", "name: tau2-probe\n")
     (probe / "harness.yaml").write_text(spec.replace(":Tau2Harness", ":Probe"))
     with (probe / "harness.py").open("a") as fh:
         fh.write(PROBE)
+    args = ["eval", "tau2-probe", *train, *two[:2], "--rollouts", 1]
+    local = f"sqlite:///{ws.parent / 'probe.db'}"  # the sandbox is not in the cache key
     try:
-        args = ["eval", "tau2-probe", *train, *two[:2], "--rollouts", 1]
         cli_json(ws, *args, *on_docker, code=None)
+        cli_json(ws, *args, "--sandbox", "local", "--store", local, code=None)
     finally:
         shutil.rmtree(probe)
-    (row,) = [r for r in store(ws, other).rollouts() if "PROBE " in (r.error or "")]
-    assert row.outcome == "harness_error" and json.loads(row.isolation_json)["backend"] == "docker"
-    seen = json.loads(row.error.split("PROBE ", 1)[1].splitlines()[0])
-    assert set(seen["keys"]) == PUBLIC_KEYS, seen
-    assert set(seen["state_keys"]) <= PUBLIC_KEYS | {"observation", "info"}, seen
-    # the scan read the task directory and the image (the check can see a leak)
-    assert seen["task_json"] and seen["scanned"] > 1000, seen
-    assert seen["hits"] == [], seen
+    rows = [
+        r
+        for url in (other, local)
+        for r in store(ws, url).rollouts()
+        if "PROBE " in (r.error or "")
+    ]
+    by_backend = {json.loads(r.isolation_json)["backend"]: r for r in rows}
+    assert len(rows) == 2 and set(by_backend) == {"docker", "local"}, rows
+    for backend, row in by_backend.items():
+        assert row.outcome == "harness_error", (backend, row.error)
+        seen = json.loads((row.error or "").split("PROBE ", 1)[1].splitlines()[0])
+        assert set(seen["keys"]) == PUBLIC_KEYS, (backend, seen)
+        assert set(seen["state_keys"]) <= PUBLIC_KEYS | {"observation", "info"}, (backend, seen)
+        if not json.loads(row.isolation_json).get("filesystem", "").startswith("private"):
+            continue  # the local fallback without bubblewrap (docs/sandboxes.md)
+        # the scan read the task directory and the interpreter's files (it can see a leak)
+        assert seen["task_json"] and seen["scanned"] > 100, (backend, seen)
+        assert seen["hits"] == [], (backend, seen)
