@@ -71,8 +71,8 @@ def evolved(ws):
 def siblings(evolved) -> list[str]:
     names = sorted(v["name"] for v in evolved["best"].values())
     # the sim's seeded failures on telecom: incomplete calls (argument-validation repairs
-    # them) and empty replies (empty-reply); error-recovery finds no mistyped id to rescue
-    assert names == [ARGUMENTS, EMPTY], evolved["edits"]
+    # them) and empty replies (empty-reply)
+    assert {ARGUMENTS, EMPTY} <= set(names), evolved["edits"]
     return names
 
 
@@ -115,14 +115,14 @@ def failures(ws, profiled, siblings) -> dict:
     limit (wrong_answer, with tau2's 10 tool errors) and argument-validation, on a category
     where the profiles' category evidence does not outweigh the outcome's (the router weighs
     overall, category and outcome rescue rates together; sim/tau2's other wrong_answer, a
-    mistyped id given up on, is error-recovery's, which evolve did not accept)."""
+    mistyped id given up on, is error-recovery's)."""
     by_category = {
         n: profiled["profiles"][n]["rescue"]["evidence"]["by_category"] for n in siblings
     }
     favoured = {
         c
         for c, e in by_category[ARGUMENTS].items()
-        if e["rescued"] >= by_category[EMPTY].get(c, {"rescued": 0})["rescued"]
+        if all(e["rescued"] >= by_category[n].get(c, {"rescued": 0})["rescued"] for n in siblings)
     }
     return {
         "invalid_format": (_base_failure(ws, "invalid_format"), EMPTY),
@@ -151,7 +151,8 @@ def test_profile_route_and_the_routed_eval(ws, profiled, siblings, failures):
     for outcome, (row, best) in failures.items():
         args = ["--task", row.task_id, "--failures", row.id, "--k", 2]
         ranked = cli_json(ws, "route", *args)
-        assert [r["name"] for r in ranked["top"]] == [best, *(set(siblings) - {best})], ranked
+        assert ranked["top"][0]["name"] == best, ranked
+        assert {r["name"] for r in ranked["ranked"]} == set(siblings), ranked
         assert ranked["failure_outcomes"] == [outcome], ranked
     # Rank-1 routing over the train split: every routed task served by a sibling, and the
     # routed success above the base's
@@ -293,7 +294,7 @@ def docker_ready():
         unavailable("tau2 on docker", f"no runtime image: {done.stderr[-500:]}")
 
 
-def test_tau2_on_docker_scores_as_locally_and_the_container_sees_no_gold(ws, evolved, docker_ready):
+def test_tau2_on_docker_scores_as_locally_and_no_sandbox_sees_the_gold(ws, evolved, docker_ready):
     other = f"sqlite:///{ws.parent / 'docker.db'}"  # a store of its own: nothing cached
     on_docker = ["--sandbox", "docker", "--store", other]
     train = ["--suite", SUITE, "--split", "train"]
