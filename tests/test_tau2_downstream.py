@@ -217,6 +217,7 @@ def test_harnessctl_test_passes_the_siblings_and_fails_a_worse_variant(ws, profi
         assert f"FAIL {worse.name} overall: significant drop" in failed.output, failed.output
         report = junit.read_text()
         assert f'classname="harnessctl.{worse.name}"' in report and "<failure" in report
+        assert 'name="category:telecom:env_assertion"' in report  # per reward basis
     finally:
         shutil.rmtree(worse)
         shutil.rmtree(ws / "profiles" / worse.name)
@@ -229,6 +230,10 @@ def test_report_covers_the_base_and_the_siblings(ws, profiled, siblings):
     html = out.read_text()
     assert "sim/tau2" in html and all(name in html for name in siblings)
     assert "telecom:env_assertion" in html  # tau2's reward basis as the category
+    # the embedded trajectories show the conversations' calls of the domain's tools
+    from harnessctl.envs.tau2 import AGENT_TOOLS
+
+    assert any(f"{tool}(" in html for tool in AGENT_TOOLS), "no tool call embedded"
 
 
 # --- the docker backend ------------------------------------------------------------------
