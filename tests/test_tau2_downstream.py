@@ -299,7 +299,7 @@ def docker_ready():
         unavailable("tau2 on docker", f"no runtime image: {done.stderr[-500:]}")
 
 
-def test_tau2_on_docker_scores_as_locally_and_no_sandbox_sees_the_gold(ws, evolved, docker_ready):
+def test_tau2_on_docker_scores_as_locally_and_no_sandbox_sees_the_gold(docker_ready, ws, evolved):
     other = f"sqlite:///{ws.parent / 'docker.db'}"  # a store of its own: nothing cached
     on_docker = ["--sandbox", "docker", "--store", other]
     train = ["--suite", SUITE, "--split", "train"]
