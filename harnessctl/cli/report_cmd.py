@@ -40,10 +40,12 @@ def report_command(
 
     ws = load_workspace()
     suite_id, suite_dir = suite, None
-    if suite is not None and Path(suite).is_dir():
+    # a directory as the other commands take it: a path, else relative to the workspace
+    found = [p for p in (Path(suite), ws.root / suite) if p.is_dir()] if suite else []
+    if found:
         from ..suite import load_suite
 
-        suite_dir = Path(suite)
+        suite_dir = found[0]
         suite_id = load_suite(suite_dir).id
     from ..runs import suite_split_ids
     from .progress import stage
