@@ -15,10 +15,12 @@ import yaml
 import harnessctl.runtime as rt
 from harnessctl.envs.tau2.sim import (
     BARE_CLOSING,
+    FORGET_AFTER,
     GIVE_UP,
     GOODBYE,
     MODES,
     WRITE_TOOLS,
+    Plan,
     SimTau2,
     confirmation,
     next_reply,
@@ -350,3 +352,44 @@ def test_stop_fails_taus_check_and_closing_check_fixes_it(tmp_path, task_id, che
     score, turns = _episode(repaired, task_id, 0, params, tmp_path / "closing")
     assert score.success, score.detail
     assert [t.reply for t in turns].count(GOODBYE) == 1  # held back once, then the right end
+
+
+@needs_tau2
+def test_forget_slips_a_fact_of_the_first_message_and_restate_facts_fixes_it(tmp_path):
+    params = {**{f"rate_{m}": 0.0 for m in MODES}, "rate_forget": 1.0}
+    score, turns = _episode(BASE, "retail-42", 0, params, tmp_path / "base")
+    assert not score.success and score.detail["db_match"] is False, score.detail
+    repaired = _harness(tmp_path, "restate-facts")
+    score, turns = _episode(repaired, "retail-42", 0, params, tmp_path / "restate")
+    assert score.success, score.detail
+    # confirming writes does not help: the agent lists the detail as it remembers it
+    confirming = _harness(tmp_path, "confirm-writes")
+    score, turns = _episode(confirming, "retail-42", 0, params, tmp_path / "confirm")
+    assert not score.success and score.detail["db_match"] is False, score.detail
+
+
+def test_forget_slips_a_fact_from_the_first_message_late_unless_a_reminder_restates_it():
+    lookups = [{"text": "", "tool_call": CALL}] * FORGET_AFTER
+    oracle = {"task_id": "retail-x", "category": "retail:communicate+db",
+              "script": [*lookups, {"text": "", "tool_call": MOVE}, {"text": "Done."}]}  # fmt: skip
+    rates = {**NONE, "forget": 1.0}
+    opening = "I moved: my new zip code is 10228."
+    tools = [TOOLS[0], WRITE]
+    assert plan_episode(oracle, 0, rates, tools, opening) == Plan("forget", FORGET_AFTER, "zip")
+    assert plan_episode(oracle, 0, rates, tools, "I moved.").mode is None  # not the user's fact
+    early = {**oracle, "script": [{"text": "", "tool_call": MOVE}, {"text": "Done."}]}
+    assert plan_episode(early, 0, rates, tools, opening).mode is None  # too early to forget
+    messages = [{"role": "system", "content": "policy"}, {"role": "user", "content": opening}]
+    for _ in range(FORGET_AFTER):
+        messages += _called(CALL, '{"name": "Mia"}')
+    slip = {"name": "modify_user_address", "arguments": {"user_id": "mia_1", "zip": "10229"}}
+    assert next_reply(oracle, messages, 0, rates, tools) == _as_reply(slip)
+    assert next_reply(oracle, [*messages, *_called(slip, "{}")], 0, rates, tools) == "Done."
+    # a reminder next to the latest message that restates what the user said at the start
+    reminded = [*messages[:-1], {**messages[-1], "content": '{"name": "Mia"}\n(What the user '
+                f"said at the start: {opening})"}]  # fmt: skip
+    assert next_reply(oracle, reminded, 0, rates, tools) == _as_reply(MOVE)
+    # the reminder is not an answer: words in it do not make the lookup it follows fail
+    noisy = '{"name": "Mia"} (what the user said at the start: it was not sent, to 10228)'
+    noisy_messages = [*messages[:-1], {**messages[-1], "content": noisy}]
+    assert next_reply(oracle, noisy_messages, 0, rates, tools) == _as_reply(MOVE)

@@ -36,6 +36,13 @@ messages to the user, failing in seeded ways that depend on what the harness sho
   conversation: tau2's action or communicate check fails (``wrong_answer``). Once a message
   from the harness answering the goodbye says "before ending the conversation" (a harness
   that checks a closing message before sending it), it does the step.
+- ``forget``: at a drawn write action at least ``FORGET_AFTER`` steps into the script, in a
+  task whose reward basis checks the database, with an argument whose value the user gave in
+  their first message (an address, a zip code, a cabin), it slips that value as ``hasty``
+  does (confirming the write does not help: it lists the detail as it remembers it). It
+  remembers the value when the newest messages (after its last reply) restate it in a
+  reminder that says "the user said at the start" (a harness that keeps the user's facts next
+  to the latest message); such a reminder is not part of the answer it follows.
 
 A step of the script counts as carried out when the reply that made it is answered by
 anything but an error (a tau2 ``Error: ...`` result, or the harness saying it was not sent or
@@ -56,13 +63,14 @@ from typing import Any
 from harnessctl.policies import OracleSim
 from harnessctl.policies.sim_signals import field_of, offered_functions, text_of
 
-MODES = ("arguments", "giveup", "empty", "hasty", "stop")
+MODES = ("arguments", "giveup", "empty", "hasty", "stop", "forget")
 BASE_RATES: dict[str, float] = {
     "arguments": 0.5,
     "giveup": 0.5,
     "empty": 0.5,
     "hasty": 0.5,
     "stop": 0.5,
+    "forget": 0.5,
 }
 DEFAULT_SKILL = 0.5
 #: What a harness says when it checks a call against the tool's schema (``arguments``).
@@ -74,6 +82,11 @@ REPROMPT_WORDS = "call a tool or write"
 #: What a harness says (in any message: its system prompt, an answer) when it has write
 #: actions confirmed with the user first (``hasty``).
 CONFIRM_WORDS = "before any write action"
+#: What a harness says when it restates the user's first message late in the context
+#: (``forget``); what follows it in a message is a reminder, not an answer.
+KEEP_WORDS = "the user said at the start"
+#: ``forget`` strikes only at steps of the script this far in (this many steps before it).
+FORGET_AFTER = 4
 #: What a harness says when it answers a closing message with a check (``stop``).
 CLOSING_WORDS = "before ending the conversation"
 GIVE_UP = "I am sorry, I could not complete your request."
@@ -130,7 +143,8 @@ def _call(message: Any) -> tuple[str, str] | None:
 
 
 def read_history(messages: Sequence[Any]) -> list[Exchange]:
-    """The agent's replies, each with the messages that followed it."""
+    """The agent's replies, each with the messages that followed it (up to a reminder of
+    the user's first message, see ``KEEP_WORDS``)."""
     turns: list[Exchange] = []
     for message in messages or []:
         role = str(field_of(message, "role") or "user")
@@ -140,6 +154,8 @@ def read_history(messages: Sequence[Any]) -> list[Exchange]:
         elif turns and role in ("user", "tool"):
             last = turns[-1]
             text = text_of(field_of(message, "content"))
+            cut = text.lower().find(KEEP_WORDS)  # a reminder is not an answer
+            text = text if cut < 0 else text[:cut]
             turns[-1] = Exchange(last.call, last.text, f"{last.feedback}\n{text}".strip())
     return turns
 
@@ -244,16 +260,22 @@ def _slip_call(call: Mapping[str, Any], key: str, tools: Sequence[Any]) -> dict[
 
 
 def plan_episode(
-    oracle: Mapping[str, Any], seed: int, rates: Mapping[str, float], tools: Sequence[Any]
+    oracle: Mapping[str, Any],
+    seed: int,
+    rates: Mapping[str, float],
+    tools: Sequence[Any],
+    opening: str = "",
 ) -> Plan:
     """Draw the episode's mode (as ``sim/alfworld`` does) and where it strikes; a mode that
-    has nowhere to strike in this task is off."""
+    has nowhere to strike in this task is off. ``opening``: the user's first message (where
+    ``forget``'s facts come from)."""
     script = list(oracle.get("script") or [])
     task_id = str(oracle.get("task_id", ""))
     checks_db = "db" in str(oracle.get("category", "")).split(":")[-1].split("+")
     rng = random.Random(f"{seed}|{task_id}|details")
     places: dict[str, list[tuple[int, str]]] = {"empty": [(i, "") for i in range(len(script))]}
-    places["arguments"], places["giveup"], places["hasty"], places["stop"] = [], [], [], []
+    for name in ("arguments", "giveup", "hasty", "stop", "forget"):
+        places[name] = []
     for index, step in enumerate(script):
         call = step.get("tool_call")
         if not call:
@@ -266,7 +288,11 @@ def plan_episode(
             if key.endswith("_id") and isinstance(value, str):
                 places["giveup"].append((index, key))
         if checks_db:
-            places["hasty"] += [(index, key) for key in _slip_places(call, tools)]
+            slips = _slip_places(call, tools)
+            places["hasty"] += [(index, key) for key in slips]
+            if index >= FORGET_AFTER:
+                told = [k for k in slips if str(arguments[k]) in opening]
+                places["forget"] += [(index, key) for key in told]
         if call.get("name") == TRANSFER_TOOL and not places["stop"]:
             places["stop"].append((index, ""))
     if script and not places["stop"] and str(script[-1].get("text")) != BARE_CLOSING:
@@ -283,8 +309,32 @@ def plan_episode(
     return Plan(best[1], step, key)
 
 
+def _call_of(call: Mapping[str, Any]) -> tuple[str, str]:
+    return str(call["name"]), _canonical(call.get("arguments") or {})
+
+
 def _as_call(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {"content": None, "tool_calls": [{"name": name, "arguments": dict(arguments)}]}
+
+
+def first_message(messages: Sequence[Any]) -> str:
+    """The user's first message in the context (the opening of the conversation)."""
+    for message in messages or []:
+        if str(field_of(message, "role") or "user") == "user":
+            return text_of(field_of(message, "content"))
+    return ""
+
+
+def kept(messages: Sequence[Any], value: Any) -> bool:
+    """Whether the newest messages (after the agent's last reply) restate the user's fact
+    ``value`` in a reminder that says ``KEEP_WORDS``."""
+    tail: list[str] = []
+    for message in messages or []:
+        if str(field_of(message, "role") or "user") == "assistant":
+            tail = []
+        else:
+            tail.append(text_of(field_of(message, "content")))
+    return any(KEEP_WORDS in t.lower() and str(value) in t for t in tail)
 
 
 def confirmation(call: Mapping[str, Any]) -> str:
@@ -313,21 +363,29 @@ def next_reply(
     script = list(oracle.get("script") or [])
     if not script:
         return ""
-    plan = plan_episode(oracle, seed, rates, tools)
+    plan = plan_episode(oracle, seed, rates, tools, first_message(messages))
     history = read_history(messages)
     stand_ins: dict[int, tuple[str, str]] = {}
-    if plan.mode == "hasty":
+    if plan.mode in ("hasty", "forget"):
         slip = script[plan.step]["tool_call"]
         stand_ins[plan.step] = (str(slip["name"]), _canonical(_slip_call(slip, plan.key, tools)))
     done, start = progress_at(script, history, stand_ins)
     step = script[min(done, len(script) - 1)]
     call = step.get("tool_call")
     current = history[start:]
+    intended = call  # forget: the call as the agent remembers it
+    forgot = plan.mode == "forget" and done == plan.step and call is not None
+    if forgot and call is not None and not kept(messages, call["arguments"][plan.key]):
+        slip = {"name": call["name"], "arguments": _slip_call(call, plan.key, tools)}
+        if not any(e.call == _call_of(slip) and failed(e) for e in current):
+            intended = slip
     confirm = call is not None and call.get("name") in WRITE_TOOLS and told_to_confirm(messages)
-    if confirm and call is not None:
-        question = confirmation(call)
+    if confirm and intended is not None:
+        question = confirmation(intended)
         if not any(e.text == question and not failed(e) for e in current):
             return question
+    if intended is not None and intended is not call:
+        return _as_call(str(intended["name"]), intended["arguments"])
     if plan.mode is not None and done == plan.step:
         if plan.mode == "empty":
             empty = [e for e in history if e.call is None and not e.text]
@@ -337,7 +395,7 @@ def next_reply(
             said = [e for e in history if e.call is None and e.text == GOODBYE]
             if not any(CLOSING_WORDS in e.feedback.lower() for e in said):
                 return GOODBYE
-        elif call is not None:
+        elif call is not None and plan.mode != "forget":  # forget: above
             arguments = dict(call.get("arguments") or {})
             if plan.mode == "arguments":
                 wrong = {k: v for k, v in arguments.items() if k != plan.key}
@@ -367,7 +425,7 @@ class SimTau2(OracleSim):
     description = (
         "TEST DOUBLE, not a model: gold-backed simulated tau2-bench agent with seeded, "
         "harness-sensitive failure modes (params: skill, rate_arguments, rate_giveup, "
-        "rate_empty, rate_hasty, rate_stop)"
+        "rate_empty, rate_hasty, rate_stop, rate_forget)"
     )
 
     base_rates = BASE_RATES
