@@ -1,5 +1,9 @@
 """``sim/tau2``'s failure modes as pure functions of (oracle, messages, seed, rates, tools):
-each fails the way docs/tau2.md says and recovers exactly when the harness says the words."""
+each fails the way docs/tau2.md says and recovers exactly when the harness says the words.
+The ``hasty``, ``forget`` and ``stop`` modes also run in process through the real
+``tau2-base`` (harnessctl's agent loop, tau2's episode with the scripted user, tau2's
+evaluator) and through ``tau2-base`` with their direction's repair applied: a failure by
+tau2's verdict, then a success (~10 s; tau2's import and airline/retail databases)."""
 
 from __future__ import annotations
 
