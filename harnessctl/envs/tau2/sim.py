@@ -20,6 +20,29 @@ messages to the user, failing in seeded ways that depend on what the harness sho
   message from the harness after it asks it to "call a tool or write" (a harness that
   re-prompts on an empty reply). ``tau2-base`` ends the episode on an empty reply
   (``invalid_format``).
+- ``hasty``: at a drawn write action (a call of a tool tau2 marks ``ToolType.WRITE``:
+  :data:`WRITE_TOOLS`), in a task whose reward basis checks the database, it runs the call
+  with one detail slipped (:func:`slipped`: the next value of an enum, a number plus one, the
+  last digit of a text moved on: a cabin, a bag count, a zip code; never an id), and takes the
+  step as done. tau2 runs it, the database ends unlike the gold's and tau2's database check
+  fails (``wrong_answer``). A slip tau2 refuses (an error) is corrected on the next call.
+  When any message of the harness (its system prompt, an answer) says "before any write
+  action" (a harness that has write actions confirmed, as the domain policies require), it
+  first asks the user to confirm each write action, listing its details (a question; the
+  scripted user agrees), and then runs it right.
+- ``stop``: at the gold's transfer (a ``transfer_to_human_agents`` call) or, in a task
+  without one, at a closing that tells the user something (tau2's ``communicate_info``), it
+  says goodbye with tau2's ``###STOP###`` instead (:data:`GOODBYE`), which ends the
+  conversation: tau2's action or communicate check fails (``wrong_answer``). Once a message
+  from the harness answering the goodbye says "before ending the conversation" (a harness
+  that checks a closing message before sending it), it does the step.
+- ``forget``: at a drawn write action at least ``FORGET_AFTER`` steps into the script, in a
+  task whose reward basis checks the database, with an argument whose value the user gave in
+  their first message (an address, a zip code, a cabin), it slips that value as ``hasty``
+  does (confirming the write does not help: it lists the detail as it remembers it). It
+  remembers the value when the newest messages (after its last reply) restate it in a
+  reminder that says "the user said at the start" (a harness that keeps the user's facts next
+  to the latest message); such a reminder is not part of the answer it follows.
 
 A step of the script counts as carried out when the reply that made it is answered by
 anything but an error (a tau2 ``Error: ...`` result, or the harness saying it was not sent or
@@ -40,8 +63,15 @@ from typing import Any
 from harnessctl.policies import OracleSim
 from harnessctl.policies.sim_signals import field_of, offered_functions, text_of
 
-MODES = ("arguments", "giveup", "empty")
-BASE_RATES: dict[str, float] = {"arguments": 0.5, "giveup": 0.5, "empty": 0.5}
+MODES = ("arguments", "giveup", "empty", "hasty", "stop", "forget")
+BASE_RATES: dict[str, float] = {
+    "arguments": 0.5,
+    "giveup": 0.5,
+    "empty": 0.5,
+    "hasty": 0.5,
+    "stop": 0.5,
+    "forget": 0.5,
+}
 DEFAULT_SKILL = 0.5
 #: What a harness says when it checks a call against the tool's schema (``arguments``).
 SCHEMA_WORDS = "required by the schema"
@@ -49,7 +79,39 @@ SCHEMA_WORDS = "required by the schema"
 RETRY_WORDS = "try again"
 #: What a harness says when it re-prompts after an empty reply (``empty``).
 REPROMPT_WORDS = "call a tool or write"
+#: What a harness says (in any message: its system prompt, an answer) when it has write
+#: actions confirmed with the user first (``hasty``).
+CONFIRM_WORDS = "before any write action"
+#: What a harness says when it restates the user's first message late in the context
+#: (``forget``); what follows it in a message is a reminder, not an answer.
+KEEP_WORDS = "the user said at the start"
+#: ``forget`` strikes only at steps of the script this far in (this many steps before it).
+FORGET_AFTER = 4
+#: What a harness says when it answers a closing message with a check (``stop``).
+CLOSING_WORDS = "before ending the conversation"
 GIVE_UP = "I am sorry, I could not complete your request."
+#: ``stop``'s bare goodbye: tau2's agent stop token ends the conversation at once.
+GOODBYE = "Thank you for contacting us. Have a great day! ###STOP###"
+#: The replay's closing when there is nothing to tell the user and no transfer (see .gold).
+BARE_CLOSING = "Everything is done."
+TRANSFER_TOOL = "transfer_to_human_agents"
+#: The agent tools that change the domain's database: those tau2 marks ``ToolType.WRITE``
+#: (tests/test_tau2_sim.py checks the set against tau2's own marks).
+WRITE_TOOLS = frozenset(
+    {
+        # airline
+        "book_reservation", "cancel_reservation", "send_certificate",
+        "update_reservation_baggages", "update_reservation_flights",
+        "update_reservation_passengers",
+        # retail
+        "cancel_pending_order", "exchange_delivered_order_items", "modify_pending_order_address",
+        "modify_pending_order_items", "modify_pending_order_payment", "modify_user_address",
+        "return_delivered_order_items",
+        # telecom
+        "disable_roaming", "enable_roaming", "refuel_data", "resume_line",
+        "send_payment_request", "suspend_line",
+    }
+)  # fmt: skip
 #: Words in an answer that mean the reply was not carried out.
 FAILED_WORDS = ("not sent", "not run", "rejected", SCHEMA_WORDS)
 
@@ -81,7 +143,8 @@ def _call(message: Any) -> tuple[str, str] | None:
 
 
 def read_history(messages: Sequence[Any]) -> list[Exchange]:
-    """The agent's replies, each with the messages that followed it."""
+    """The agent's replies, each with the messages that followed it (up to a reminder of
+    the user's first message, see ``KEEP_WORDS``)."""
     turns: list[Exchange] = []
     for message in messages or []:
         role = str(field_of(message, "role") or "user")
@@ -91,6 +154,8 @@ def read_history(messages: Sequence[Any]) -> list[Exchange]:
         elif turns and role in ("user", "tool"):
             last = turns[-1]
             text = text_of(field_of(message, "content"))
+            cut = text.lower().find(KEEP_WORDS)  # a reminder is not an answer
+            text = text if cut < 0 else text[:cut]
             turns[-1] = Exchange(last.call, last.text, f"{last.feedback}\n{text}".strip())
     return turns
 
@@ -109,16 +174,29 @@ def _expected(step: Mapping[str, Any]) -> tuple[tuple[str, str] | None, str]:
     return None, str(step.get("text") or "")
 
 
-def progress(script: Sequence[Mapping[str, Any]], history: Sequence[Exchange]) -> int:
-    """How many steps of the script were carried out, in order."""
-    done = 0
-    for exchange in history:
+def progress_at(
+    script: Sequence[Mapping[str, Any]],
+    history: Sequence[Exchange],
+    stand_ins: Mapping[int, tuple[str, str]] | None = None,
+) -> tuple[int, int]:
+    """How many steps of the script were carried out, in order, and where in ``history`` the
+    current step began (just after the reply that carried out the last one). ``stand_ins``:
+    a call that carries out a step in place of the script's (``hasty``'s wrong call)."""
+    done, start = 0, 0
+    for index, exchange in enumerate(history):
         if done >= len(script) or failed(exchange):
             continue
         call, text = _expected(script[done])
-        if (call is not None and exchange.call == call) or (call is None and exchange.text == text):
-            done += 1
-    return done
+        stand_in = (stand_ins or {}).get(done)
+        matched = exchange.call is not None and exchange.call in (call, stand_in)
+        if matched or (call is None and exchange.text == text):
+            done, start = done + 1, index + 1
+    return done, start
+
+
+def progress(script: Sequence[Mapping[str, Any]], history: Sequence[Exchange]) -> int:
+    """How many steps of the script were carried out, in order."""
+    return progress_at(script, history)[0]
 
 
 @dataclass(frozen=True)
@@ -127,28 +205,77 @@ class Plan:
 
     mode: str | None
     step: int  # the script step the mode applies to
-    key: str  # arguments / giveup: the argument left out or mistyped
+    key: str  # arguments / giveup / hasty: the argument left out, mistyped or slipped
 
 
-def _required(tools: Sequence[Any], name: str) -> list[str]:
+def _parameters(tools: Sequence[Any], name: str) -> dict[str, Any]:
     for tool in tools or ():
         function = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(function, dict) and function.get("name") == name:
-            required = (function.get("parameters") or {}).get("required") or []
-            return [str(r) for r in required]
-    return []
+            return dict(function.get("parameters") or {})
+    return {}
+
+
+def _required(tools: Sequence[Any], name: str) -> list[str]:
+    return [str(r) for r in _parameters(tools, name).get("required") or []]
+
+
+def slipped(value: Any, schema: Mapping[str, Any]) -> Any:
+    """``hasty``'s wrong value for an argument, one the tool accepts as well as the right
+    one: the next value of an enum, a number plus one, the last digit of a text moved on by
+    one (a house number, a zip code); None when there is none (ids are ``giveup``'s)."""
+    options = schema.get("enum")
+    if isinstance(options, list) and value in options and len(options) > 1:
+        return options[(options.index(value) + 1) % len(options)]
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, str):
+        digits = [i for i, c in enumerate(value) if c.isdigit()]
+        if digits:
+            i = digits[-1]
+            return f"{value[:i]}{(int(value[i]) + 1) % 10}{value[i + 1 :]}"
+    return None
+
+
+def _slip_places(call: Mapping[str, Any], tools: Sequence[Any]) -> list[str]:
+    if call.get("name") not in WRITE_TOOLS:
+        return []
+    properties = _parameters(tools, str(call["name"])).get("properties") or {}
+    keys = []
+    for key, value in (call.get("arguments") or {}).items():
+        if key == "id" or key.endswith(("_id", "_ids")) or key not in properties:
+            continue
+        if slipped(value, properties[key]) is not None:
+            keys.append(key)
+    return keys
+
+
+def _slip_call(call: Mapping[str, Any], key: str, tools: Sequence[Any]) -> dict[str, Any]:
+    arguments = dict(call.get("arguments") or {})
+    properties = _parameters(tools, str(call["name"])).get("properties") or {}
+    arguments[key] = slipped(arguments[key], properties.get(key) or {})
+    return arguments
 
 
 def plan_episode(
-    oracle: Mapping[str, Any], seed: int, rates: Mapping[str, float], tools: Sequence[Any]
+    oracle: Mapping[str, Any],
+    seed: int,
+    rates: Mapping[str, float],
+    tools: Sequence[Any],
+    opening: str = "",
 ) -> Plan:
     """Draw the episode's mode (as ``sim/alfworld`` does) and where it strikes; a mode that
-    has nowhere to strike in this task is off."""
+    has nowhere to strike in this task is off. ``opening``: the user's first message (where
+    ``forget``'s facts come from)."""
     script = list(oracle.get("script") or [])
     task_id = str(oracle.get("task_id", ""))
+    checks_db = "db" in str(oracle.get("category", "")).split(":")[-1].split("+")
     rng = random.Random(f"{seed}|{task_id}|details")
     places: dict[str, list[tuple[int, str]]] = {"empty": [(i, "") for i in range(len(script))]}
-    places["arguments"], places["giveup"] = [], []
+    for name in ("arguments", "giveup", "hasty", "stop", "forget"):
+        places[name] = []
     for index, step in enumerate(script):
         call = step.get("tool_call")
         if not call:
@@ -160,6 +287,16 @@ def plan_episode(
         for key, value in arguments.items():
             if key.endswith("_id") and isinstance(value, str):
                 places["giveup"].append((index, key))
+        if checks_db:
+            slips = _slip_places(call, tools)
+            places["hasty"] += [(index, key) for key in slips]
+            if index >= FORGET_AFTER:
+                told = [k for k in slips if str(arguments[k]) in opening]
+                places["forget"] += [(index, key) for key in told]
+        if call.get("name") == TRANSFER_TOOL and not places["stop"]:
+            places["stop"].append((index, ""))
+    if script and not places["stop"] and str(script[-1].get("text")) != BARE_CLOSING:
+        places["stop"].append((len(script) - 1, ""))
     best: tuple[float, str] | None = None
     for name in MODES:
         rate = max(0.0, rates.get(name, 0.0))
@@ -172,8 +309,47 @@ def plan_episode(
     return Plan(best[1], step, key)
 
 
+def _call_of(call: Mapping[str, Any]) -> tuple[str, str]:
+    return str(call["name"]), _canonical(call.get("arguments") or {})
+
+
 def _as_call(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {"content": None, "tool_calls": [{"name": name, "arguments": dict(arguments)}]}
+
+
+def first_message(messages: Sequence[Any]) -> str:
+    """The user's first message in the context (the opening of the conversation)."""
+    for message in messages or []:
+        if str(field_of(message, "role") or "user") == "user":
+            return text_of(field_of(message, "content"))
+    return ""
+
+
+def kept(messages: Sequence[Any], value: Any) -> bool:
+    """Whether the newest messages (after the agent's last reply) restate the user's fact
+    ``value`` in a reminder that says ``KEEP_WORDS``."""
+    tail: list[str] = []
+    for message in messages or []:
+        if str(field_of(message, "role") or "user") == "assistant":
+            tail = []
+        else:
+            tail.append(text_of(field_of(message, "content")))
+    return any(KEEP_WORDS in t.lower() and str(value) in t for t in tail)
+
+
+def confirmation(call: Mapping[str, Any]) -> str:
+    """The question the agent asks before a write action when told to confirm them."""
+    details = json.dumps(call.get("arguments") or {}, sort_keys=True)
+    return f"Before I go ahead, please confirm: {call['name']} with {details}. Shall I proceed?"
+
+
+def told_to_confirm(messages: Sequence[Any]) -> bool:
+    """Whether any message of the harness (not the agent's own) says ``CONFIRM_WORDS``."""
+    return any(
+        str(field_of(m, "role") or "user") != "assistant"
+        and CONFIRM_WORDS in text_of(field_of(m, "content")).lower()
+        for m in messages or []
+    )
 
 
 def next_reply(
@@ -187,22 +363,49 @@ def next_reply(
     script = list(oracle.get("script") or [])
     if not script:
         return ""
-    plan = plan_episode(oracle, seed, rates, tools)
+    plan = plan_episode(oracle, seed, rates, tools, first_message(messages))
     history = read_history(messages)
-    done = progress(script, history)
+    stand_ins: dict[int, tuple[str, str]] = {}
+    if plan.mode in ("hasty", "forget"):
+        slip = script[plan.step]["tool_call"]
+        stand_ins[plan.step] = (str(slip["name"]), _canonical(_slip_call(slip, plan.key, tools)))
+    done, start = progress_at(script, history, stand_ins)
     step = script[min(done, len(script) - 1)]
     call = step.get("tool_call")
+    current = history[start:]
+    intended = call  # forget: the call as the agent remembers it
+    forgot = plan.mode == "forget" and done == plan.step and call is not None
+    if forgot and call is not None and not kept(messages, call["arguments"][plan.key]):
+        slip = {"name": call["name"], "arguments": _slip_call(call, plan.key, tools)}
+        if not any(e.call == _call_of(slip) and failed(e) for e in current):
+            intended = slip
+    confirm = call is not None and call.get("name") in WRITE_TOOLS and told_to_confirm(messages)
+    if confirm and intended is not None:
+        question = confirmation(intended)
+        if not any(e.text == question and not failed(e) for e in current):
+            return question
+    if intended is not None and intended is not call:
+        return _as_call(str(intended["name"]), intended["arguments"])
     if plan.mode is not None and done == plan.step:
         if plan.mode == "empty":
             empty = [e for e in history if e.call is None and not e.text]
             if not any(REPROMPT_WORDS in e.feedback.lower() for e in empty):
                 return ""
-        elif call is not None:
+        elif plan.mode == "stop":
+            said = [e for e in history if e.call is None and e.text == GOODBYE]
+            if not any(CLOSING_WORDS in e.feedback.lower() for e in said):
+                return GOODBYE
+        elif call is not None and plan.mode != "forget":  # forget: above
             arguments = dict(call.get("arguments") or {})
             if plan.mode == "arguments":
                 wrong = {k: v for k, v in arguments.items() if k != plan.key}
                 tried = [e for e in history if e.call == (call["name"], _canonical(wrong))]
                 if not any(SCHEMA_WORDS in e.feedback for e in tried):
+                    return _as_call(str(call["name"]), wrong)
+            elif plan.mode == "hasty":
+                wrong = _slip_call(call, plan.key, tools)
+                tried = [e for e in current if e.call == (call["name"], _canonical(wrong))]
+                if not confirm and not tried:
                     return _as_call(str(call["name"]), wrong)
             else:  # giveup
                 wrong = {**arguments, plan.key: f"{arguments[plan.key]}X"}
@@ -222,7 +425,7 @@ class SimTau2(OracleSim):
     description = (
         "TEST DOUBLE, not a model: gold-backed simulated tau2-bench agent with seeded, "
         "harness-sensitive failure modes (params: skill, rate_arguments, rate_giveup, "
-        "rate_empty)"
+        "rate_empty, rate_hasty, rate_stop, rate_forget)"
     )
 
     base_rates = BASE_RATES
