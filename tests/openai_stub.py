@@ -87,8 +87,17 @@ class StubRequest:
 class OpenAIStub:
     """OpenAI-compatible server on 127.0.0.1:<ephemeral> answering from a scripted queue."""
 
-    def __init__(self, default: Behaviour | None = None) -> None:
+    def __init__(
+        self,
+        default: Behaviour | None = None,
+        only: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
         self.default: Behaviour = default if default is not None else Reply("stub reply")
+        #: When given, a chat request whose body it refuses is answered by ``default`` and kept
+        #: in ``strays`` instead of ``requests``: it neither consumes the queue nor is counted
+        #: (a request of another test's leftover thread that found this stub's port).
+        self.only = only
+        self.strays: list[StubRequest] = []
         #: Status of ``GET /v1/models``: 200 lists ``stub-model``; 401/403 refuse the key
         #: as a real server does; 404 is a server without a model list.
         self.models_status = 200
@@ -164,6 +173,9 @@ class OpenAIStub:
     # --- used by the handler ---
     def _next(self, req: StubRequest) -> Behaviour:
         with self._lock:
+            if self.only is not None and not self.only(req.body or {}):
+                self.strays.append(req)
+                return self.default
             self.requests.append(req)
             return self._queue.popleft() if self._queue else self.default
 
