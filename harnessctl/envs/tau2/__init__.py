@@ -220,10 +220,10 @@ class Tau2Environment(Environment):
         workdir.mkdir(parents=True, exist_ok=True)
         material = public_task(task)
         if self.solo:
-            from . import solo
+            from .solo_episode import public_task as solo_public_task
 
             base = {k: material[k] for k in ("task_id", "env", "domain")}
-            material = solo.public_task(task, base)
+            material = solo_public_task(task, base)
         text = json.dumps(material, ensure_ascii=False, indent=2)
         (workdir / TASK_FILE).write_text(text + "\n", encoding="utf-8")
 

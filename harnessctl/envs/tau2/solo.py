@@ -14,7 +14,6 @@ This module is light (tau2 is imported inside its functions only); the episode i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,21 +89,3 @@ def opening(ticket: str) -> str:
     """The reset's observation: tau2's solo instruction and the ticket, as tau2's solo
     system prompt frames them."""
     return f"{instruction()}\n\n<ticket>\n{ticket.strip()}\n</ticket>"
-
-
-def public_task(task: Task, base: dict[str, Any]) -> dict[str, Any]:
-    """``task.json`` in solo mode: ``base`` (id, env, domain) with tau2's solo instruction,
-    the domain's solo policy, the ticket and the solo agent's tools (the agent's, the
-    user's, ``done``), as tau2's ``LLMSoloAgent`` has them; no gold."""
-    from .solo_episode import solo_agent
-
-    agent = solo_agent(str(task.record["domain"]), _tau2_task(task))
-    tools = [json.loads(json.dumps(t.openai_schema)) for t in agent.tools]
-    return {
-        **base,
-        "mode": "solo",
-        "instruction": instruction(),
-        "policy": agent.domain_policy,
-        "ticket": str(task.record["task"].get("ticket") or ""),
-        "tools": tools,
-    }

@@ -13,13 +13,14 @@ harness's first action (tau2's solo orchestrator asks the agent first).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from harnessctl.envs import StepResult
+from harnessctl.envs import StepResult, Task
 
 from .episode import MAX_ERRORS, MAX_MESSAGES, Tau2Episode, agent_message
 from .package import RESPOND, tau2
-from .solo import NO_USER, STOP_TOKEN, opening
+from .solo import NO_USER, STOP_TOKEN, _tau2_task, instruction, opening
 
 _T = tau2()  # sets up the import of tau2 (quiet, no network); then its classes:
 from tau2.agent.llm_agent import LLMSoloAgent  # noqa: E402
@@ -124,3 +125,19 @@ def _now() -> str:
     import time
 
     return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def public_task(task: Task, base: dict[str, Any]) -> dict[str, Any]:
+    """``task.json`` in solo mode: ``base`` (id, env, domain) with tau2's solo instruction,
+    the domain's solo policy, the ticket and the solo agent's tools (the agent's, the
+    user's, ``done``), as tau2's ``LLMSoloAgent`` has them; no gold."""
+    agent = solo_agent(str(task.record["domain"]), _tau2_task(task))
+    tools = [json.loads(json.dumps(t.openai_schema)) for t in agent.tools]
+    return {
+        **base,
+        "mode": "solo",
+        "instruction": instruction(),
+        "policy": agent.domain_policy,
+        "ticket": str(task.record["task"].get("ticket") or ""),
+        "tools": tools,
+    }
