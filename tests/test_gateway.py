@@ -157,7 +157,7 @@ def test_context_limit_and_bad_request_are_not_infra(patient_gw, litellm_module)
 def _context_limit_and_bad_request(gw, stub):
     msg = "This model's maximum context length is 8 tokens. However, you requested 90 tokens."
     stub.fail(400, msg, code="context_length_exceeded", type="invalid_request_error")
-    stub.fail(422, "temperature out of range", type="invalid_request_error")
+    stub.fail(400, "temperature out of range", type="invalid_request_error")
     token = open_rollout(gw, stub)
     client = GatewayClient(gw.address, token)
     with pytest.raises(ContextLimit):

@@ -210,9 +210,13 @@ def _raise_if_final(litellm: ModuleType, exc: Exception, attempt: int, model: st
 
     if isinstance(exc, litellm.ContextWindowExceededError):
         raise ContextWindowError(f"{model}: {exc}", attempts=attempt) from exc
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and 400 <= status < 500 and status not in _RETRYABLE_STATUS:
+        # the provider answered and refused the request: never retried, whatever class
+        # litellm's mapping gave it (some versions map a 422 to a connection error)
+        raise ModelRequestError(f"{model}: {exc}", attempts=attempt, status_code=status) from exc
     if isinstance(exc, openai.APIConnectionError):  # includes timeouts
         return
-    status = getattr(exc, "status_code", None)
     if not isinstance(exc, openai.APIError) or not isinstance(status, int):
         raise exc  # not a provider failure: a bug, surface it unchanged
     if status in _RETRYABLE_STATUS or status >= 500:
