@@ -15,10 +15,10 @@ import subprocess
 
 import pytest
 
-from harnessctl.workspace import init_workspace, load_workspace
+from harnessctl.workspace import load_workspace
 from tests.ci import unavailable
 from tests.conftest import ROOT
-from tests.test_toyenv import _isolate, cli, cli_json
+from tests.test_toyenv import cli, cli_json, isolated_workspace
 
 # the module fixture runs a whole evolve over the games (about 3.5 min on a quiet 2-core
 # machine): the first test pays for it, so its limit is wider than the suite default
@@ -41,11 +41,7 @@ def ws(tmp_path_factory):
     """A fresh workspace as `harnessctl init` makes it (the bundled harnesses and example
     suites), using the local sandbox and 2 workers; the policy is left to the default."""
     root = tmp_path_factory.mktemp("alfworld") / "ws"
-    with pytest.MonkeyPatch.context() as mp:
-        _isolate(mp, tmp_path_factory.mktemp("home"), root)
-        init_workspace(root)
-        config = root / "harnessctl.yaml"
-        config.write_text(config.read_text() + "sandbox: local\nworkers: 2\n")
+    with isolated_workspace(tmp_path_factory.mktemp("home"), root, workers=2):
         yield root
 
 

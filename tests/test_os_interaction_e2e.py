@@ -8,10 +8,9 @@ import pytest
 
 from harnessctl.envs.os_interaction import OSEnvironment
 from harnessctl.envs.os_interaction.tasks import load_tasks
-from harnessctl.workspace import init_workspace
 from tests.conftest import ROOT
 from tests.os_helpers import require_os_image
-from tests.test_toyenv import _isolate, cli_json
+from tests.test_toyenv import cli_json, isolated_workspace
 
 require_os_image()
 pytestmark = pytest.mark.timeout(600)
@@ -25,11 +24,7 @@ UNPASSABLE = {"dev.8"}
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory):
     root = tmp_path_factory.mktemp("os") / "ws"
-    with pytest.MonkeyPatch.context() as mp:
-        _isolate(mp, tmp_path_factory.mktemp("home"), root)
-        init_workspace(root)
-        config = root / "harnessctl.yaml"
-        config.write_text(config.read_text() + "sandbox: local\nworkers: 2\n")
+    with isolated_workspace(tmp_path_factory.mktemp("home"), root, workers=2):
         yield root
 
 

@@ -14,10 +14,10 @@ import subprocess
 import pytest
 
 from harnessctl.outcomes import FAILURE_OUTCOMES
-from harnessctl.workspace import init_workspace, load_workspace
+from harnessctl.workspace import load_workspace
 from tests.ci import unavailable
 from tests.conftest import ROOT
-from tests.test_toyenv import _isolate, cli, cli_json
+from tests.test_toyenv import cli, cli_json, isolated_workspace
 
 try:
     import xllamacpp  # noqa: F401  (the `local-model` extra; .ci/run installs it)
@@ -46,11 +46,7 @@ def model():
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory):
     root = tmp_path_factory.mktemp("realmodel") / "ws"
-    with pytest.MonkeyPatch.context() as mp:
-        _isolate(mp, tmp_path_factory.mktemp("home"), root)
-        init_workspace(root)
-        config = root / "harnessctl.yaml"
-        config.write_text(config.read_text() + "sandbox: local\nworkers: 2\n")
+    with isolated_workspace(tmp_path_factory.mktemp("home"), root, workers=2):
         yield root
 
 

@@ -20,10 +20,10 @@ import subprocess
 
 import pytest
 
-from harnessctl.workspace import init_workspace, load_workspace
+from harnessctl.workspace import load_workspace
 from tests.ci import unavailable
 from tests.conftest import ROOT
-from tests.test_toyenv import _isolate, cli, cli_json
+from tests.test_toyenv import cli, cli_json, isolated_workspace
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -48,17 +48,13 @@ def ws(tmp_path_factory):
     `small` split (examples/tau2's suite.yaml, its task list swapped), the local sandbox and
     2 workers; the policy is left to the default (sim/tau2)."""
     root = tmp_path_factory.mktemp("tau2") / "ws"
-    with pytest.MonkeyPatch.context() as mp:
-        _isolate(mp, tmp_path_factory.mktemp("home"), root)
-        init_workspace(root)
+    with isolated_workspace(tmp_path_factory.mktemp("home"), root, workers=2):
         suite = root / SUITE
         (suite / "tasks").mkdir(parents=True)
         (suite / "tasks" / "telecom.yaml").write_text("domain: telecom\nsplit: small\n")
         text = (ROOT / "examples" / "tau2" / "suite.yaml").read_text()
         assert "name: tau2\n" in text
         (suite / "suite.yaml").write_text(text.replace("name: tau2\n", "name: tau2-telecom\n"))
-        config = root / "harnessctl.yaml"
-        config.write_text(config.read_text() + "sandbox: local\nworkers: 2\n")
         yield root
 
 

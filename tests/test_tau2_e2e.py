@@ -17,9 +17,8 @@ import shutil
 
 import pytest
 
-from harnessctl.workspace import init_workspace
 from tests.conftest import ROOT
-from tests.test_toyenv import _isolate, cli_json
+from tests.test_toyenv import cli_json, isolated_workspace
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -39,12 +38,8 @@ def ws(tmp_path_factory):
     """A fresh workspace as `harnessctl init` makes it, with the tau2 example suite, the
     local sandbox and 2 workers."""
     root = tmp_path_factory.mktemp("tau2") / "ws"
-    with pytest.MonkeyPatch.context() as mp:
-        _isolate(mp, tmp_path_factory.mktemp("home"), root)
-        init_workspace(root)
+    with isolated_workspace(tmp_path_factory.mktemp("home"), root, workers=2):
         shutil.copytree(ROOT / SUITE, root / SUITE, dirs_exist_ok=True)  # init copies it too
-        config = root / "harnessctl.yaml"
-        config.write_text(config.read_text() + "sandbox: local\nworkers: 2\n")
         yield root
 
 

@@ -123,9 +123,11 @@ def test_the_scripted_user_follows_its_rules(env):
     assert env.score(task, NOWHERE, None, episode).success is False
 
 
-def _replay(env, task):
-    """The replay script played through one episode, as the harness would play it."""
+def _replay(env, task, models=None):
+    """The replay script played through one episode, as the harness would play it (with
+    ``models`` as the episode's model access)."""
     episode = env.open_episode(task, 0)
+    episode.models = models
     episode.reset()
     for step in env.replay(task):
         if episode.done:

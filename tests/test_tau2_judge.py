@@ -24,19 +24,17 @@ except ImportError:  # CI must run these: it fails there instead of skipping
     pytest.skip("pip install -e '.[tau2]' to run these", allow_module_level=True)
 
 from harnessctl.envs import ModelAccess, ModelReply, get_environment
-from harnessctl.envs.tau2 import RESPOND
 from harnessctl.envs.tau2.judge import JudgeError
 from harnessctl.envs.tau2.package import domain_tasks
-from harnessctl.workspace import init_workspace, load_workspace
-from tests.conftest import ROOT
+from harnessctl.workspace import load_workspace
 from tests.openai_stub import OpenAIStub, Reply
-from tests.test_toyenv import _isolate, cli, cli_json
+from tests.test_tau2_env import _replay
+from tests.test_toyenv import cli, cli_json, isolated_workspace
 
 pytestmark = pytest.mark.timeout(300)
 
 SECRET = "sk-judge-secret-7731"
 JUDGE = "openai/gpt-4o-mini"
-NOWHERE = ROOT / "unused"
 
 
 def airline_24() -> dict:
@@ -64,21 +62,6 @@ class _Judge(ModelAccess):
         return ModelReply(self.answer(messages), cost_usd=0.002)
 
 
-def replayed(env, task, access):
-    episode = env.open_episode(task, 0)
-    episode.models = access
-    episode.reset()
-    for step in env.replay(task):
-        if episode.done:
-            break
-        call = step.get("tool_call")
-        if call:
-            episode.step(call["name"], "", call["arguments"])
-        else:
-            episode.step(RESPOND, step["text"], None)
-    return env.score(task, NOWHERE, None, episode)
-
-
 def test_the_judges_verdicts_count_where_the_basis_holds_nl_assertions():
     body = airline_24()
     assertions = body["evaluation_criteria"]["nl_assertions"]
@@ -90,7 +73,7 @@ def test_the_judges_verdicts_count_where_the_basis_holds_nl_assertions():
         for b in (body, judged)
     )
     all_met = _Judge(lambda _: verdict_json(assertions, [True] * len(assertions)))
-    score = replayed(env, with_nl, all_met)
+    score = _replay(env, with_nl, all_met)
     assert score.success and score.detail["breakdown"]["NL_ASSERTION"] == 1.0
     assert [v["met"] for v in score.detail["nl_assertions"]] == [True, True, True]
     # tau2's own judge prompt: the conversation and the expected outcomes, one call
@@ -101,10 +84,10 @@ def test_the_judges_verdicts_count_where_the_basis_holds_nl_assertions():
     assert assertions[1] in messages[1]["content"] and "HAT069" in messages[1]["content"]
 
     one_unmet = _Judge(lambda _: verdict_json(assertions, [True, False, True]))
-    failed = replayed(env, with_nl, one_unmet)
+    failed = _replay(env, with_nl, one_unmet)
     assert not failed.success and failed.detail["reward"] == 0.0
     # the same verdict on tau2's own basis (DB + COMMUNICATE): reported, not counted
-    reported = replayed(env, plain, one_unmet)
+    reported = _replay(env, plain, one_unmet)
     assert reported.success and [v["met"] for v in reported.detail["nl_assertions"]] == [
         True,
         False,
@@ -126,7 +109,7 @@ def test_a_judge_answer_that_is_not_the_verdicts_never_passes(answer, said):
     body["evaluation_criteria"]["reward_basis"].append("NL_ASSERTION")
     task = env.task_from_record({"domain": "airline", "split": "test", "task": body})
     with pytest.raises(JudgeError, match=said):
-        replayed(env, task, _Judge(lambda _: answer))
+        _replay(env, task, _Judge(lambda _: answer))
 
 
 def test_nl_assertions_in_the_basis_without_a_judge_name_the_option():
@@ -135,7 +118,7 @@ def test_nl_assertions_in_the_basis_without_a_judge_name_the_option():
     body["evaluation_criteria"]["reward_basis"].append("NL_ASSERTION")
     task = env.task_from_record({"domain": "airline", "split": "test", "task": body})
     with pytest.raises(ValueError, match="env_options: judge"):
-        replayed(env, task, None)
+        _replay(env, task, None)
     with pytest.raises(ValueError, match="judge_params apply to a judge model only"):
         get_environment("tau2", judge_params={"temperature": 1})
     with pytest.raises(ValueError, match="judge_params must be a mapping"):
@@ -145,11 +128,7 @@ def test_nl_assertions_in_the_basis_without_a_judge_name_the_option():
 @pytest.fixture
 def ws(tmp_path):
     root = tmp_path / "ws"
-    with pytest.MonkeyPatch.context() as mp:
-        _isolate(mp, tmp_path / "home", root)
-        init_workspace(root)
-        config = root / "harnessctl.yaml"
-        config.write_text(config.read_text() + "sandbox: local\nworkers: 1\n")
+    with isolated_workspace(tmp_path / "home", root, workers=1):
         yield root
 
 

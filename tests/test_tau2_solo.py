@@ -28,9 +28,8 @@ from harnessctl.envs.tau2.solo import NO_USER, STOP_TOOL, USER_TOOLS
 from harnessctl.envs.tau2.tasks import make_task
 from harnessctl.errors import ConfigError
 from harnessctl.suite import load_suite
-from harnessctl.workspace import init_workspace
 from tests.conftest import ROOT
-from tests.test_toyenv import _isolate, cli, cli_json
+from tests.test_toyenv import cli, cli_json, isolated_workspace
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -199,12 +198,8 @@ def test_an_episode_never_acted_in_scores_zero(env, telecom):
 def ws(tmp_path_factory):
     """A workspace as `harnessctl init` makes it (local sandbox, 2 workers)."""
     root = tmp_path_factory.mktemp("tau2solo") / "ws"
-    with pytest.MonkeyPatch.context() as mp:
-        _isolate(mp, tmp_path_factory.mktemp("home"), root)
-        init_workspace(root)
+    with isolated_workspace(tmp_path_factory.mktemp("home"), root, workers=2):
         shutil.copytree(ROOT / "examples" / "tau2", root / "examples" / "tau2", dirs_exist_ok=True)
-        config = root / "harnessctl.yaml"
-        config.write_text(config.read_text() + "sandbox: local\nworkers: 2\n")
         yield root
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harnessctl.workspace import init_workspace, load_workspace
+from harnessctl.workspace import load_workspace
 from tests.openai_stub import Fail, OpenAIStub
-from tests.test_toyenv import _isolate, cli, cli_json
+from tests.test_toyenv import cli, cli_json, isolated_workspace
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -36,11 +36,7 @@ CLOSING = "Thank you, that is all. ###STOP###"
 @pytest.fixture
 def ws(tmp_path):
     root = tmp_path / "ws"
-    with pytest.MonkeyPatch.context() as mp:
-        _isolate(mp, tmp_path / "home", root)
-        init_workspace(root)
-        config = root / "harnessctl.yaml"
-        config.write_text(config.read_text() + "sandbox: local\nworkers: 1\n")
+    with isolated_workspace(tmp_path / "home", root, workers=1):
         yield root
 
 

@@ -9,11 +9,13 @@ stages reuse its cached rollouts, so the whole file stays small."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,6 +76,18 @@ def _isolate(mp: pytest.MonkeyPatch, home: Path, ws: Path) -> None:
         "HARNESSCTL_WORKSPACE": str(ws),
     }.items():
         mp.setenv(key, value)
+
+
+@contextlib.contextmanager
+def isolated_workspace(home: Path, root: Path, *, workers: int) -> Iterator[Path]:
+    """A fresh workspace at ``root`` as `harnessctl init` makes it (the bundled harnesses and
+    example suites), isolated (:func:`_isolate`), using the local sandbox and ``workers``."""
+    with pytest.MonkeyPatch.context() as mp:
+        _isolate(mp, home, root)
+        init_workspace(root)
+        config = root / "harnessctl.yaml"
+        config.write_text(config.read_text() + f"sandbox: local\nworkers: {workers}\n")
+        yield root
 
 
 def cli(ws: Path, *args, code: int | None = 0):
