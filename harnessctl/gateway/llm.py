@@ -213,7 +213,7 @@ def _raise_if_final(litellm: ModuleType, exc: Exception, attempt: int, model: st
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and 400 <= status < 500 and status not in _RETRYABLE_STATUS:
         # the provider answered and refused the request: never retried, whatever class
-        # litellm's mapping gave it (some versions map a 422 to a connection error)
+        # litellm's exception mapping gives it
         raise ModelRequestError(f"{model}: {exc}", attempts=attempt, status_code=status) from exc
     if isinstance(exc, openai.APIConnectionError):  # includes timeouts
         return
