@@ -11,7 +11,9 @@
    sandbox, the runtime, `alfworld-base`, `replay/alfworld` through the gateway and litellm,
    scoring), against playing them directly in one process (`Game.reset` and `Game.step`, no
    harnessctl around it), each in interleaved rounds. The answer memo is off on both sides
-   (`memo=False`), so both pay the game's full time.
+   (`memo=False`), so both pay the game's full time. Each rollout's time is also split from
+   its trajectory (`rollout_breakdown_ms`, medians): the sandbox's and runtime's start, the
+   game, the model calls, scoring and records after the game, and the rest.
 3. Replay throughput at 1 and 2 workers: `replay/alfworld` rollouts of every shipped game
    (`--scale-games`, default all 36) run by 1 and then 2 rollout threads sharing one
    `RolloutSession`, as `harnessctl eval --workers N` runs them (memo off, so every step runs
@@ -106,6 +108,22 @@ def warm_engines(tasks, engines: int) -> None:
         game.close()
 
 
+def breakdown(record, began: float, wall_s: float) -> dict[str, float]:
+    """Where one rollout's wall time went, from its trajectory: ``start`` until the runtime's
+    first environment request (the sandbox and the runtime starting), ``env`` in the game
+    (reset and steps, the gateway's ``latency_s``), ``model`` in the model calls, ``after``
+    from the last environment answer to the rollout's end (scoring, records), ``other`` the
+    rest (the runtime's own work between requests, the socket path)."""
+    trajectory = record.trajectory
+    steps = trajectory.steps
+    env_s = sum(s.latency_s for s in steps)
+    model_s = sum(c.latency_s for c in trajectory.calls)
+    start_s = steps[0].started_at - began
+    after_s = wall_s - (steps[-1].started_at + steps[-1].latency_s - began)
+    other_s = wall_s - start_s - env_s - model_s - after_s
+    return {"start": start_s, "env": env_s, "model": model_s, "after": after_s, "other": other_s}
+
+
 def replay_throughput(env, tasks, harness, policy, workers: int, rounds: int) -> dict:
     """Rollouts per second of ``tasks`` replayed at 1 and at ``workers`` threads."""
     from harnessctl.run.session import RolloutSession
@@ -171,12 +189,16 @@ def main() -> None:
     policy = Policy("replay/alfworld")
     steps = sum(len(t.record["walkthrough"]) for t in tasks)
     rollout_s, direct_s = [], []
+    parts: dict[str, list[float]] = {}
     with RolloutSession(env, sandbox="local") as session:
         for _ in range(args.rounds):
             t0 = time.perf_counter()
             for task in tasks:
+                began, t1 = time.time(), time.perf_counter()
                 record = session.run(harness, task, 0, policy)
                 assert record.outcome.value == "success", (task.id, record.outcome)
+                for name, value in breakdown(record, began, time.perf_counter() - t1).items():
+                    parts.setdefault(name, []).append(value)
             rollout_s.append((time.perf_counter() - t0) / len(tasks))
             t0 = time.perf_counter()
             for task in tasks:
@@ -206,6 +228,7 @@ def main() -> None:
         "rollout_overhead_per_step_ms": (
             (statistics.median(rollout_s) - statistics.median(direct_s)) * ms * len(tasks) / steps
         ),
+        "rollout_breakdown_ms": {name: statistics.median(v) * ms for name, v in parts.items()},
         "rounds": args.rounds,
         "replay_scaling": scaling,
     }
