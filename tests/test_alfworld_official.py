@@ -81,8 +81,11 @@ def games():
     for task in tasks:
         by_type[task.category].append(task)
     rng = random.Random(30)
-    per_type = {kind: len(tasks) if ALL else PER_TYPE for kind, tasks in by_type.items()}
-    chosen = [t for kind in sorted(by_type) for t in rng.sample(by_type[kind], per_type[kind])]
+    chosen = [
+        t
+        for kind in sorted(by_type)
+        for t in rng.sample(by_type[kind], len(by_type[kind]) if ALL else PER_TYPE)
+    ]
     return {str(GAMES / t.record["game_dir"] / "game.tw-pddl"): t for t in chosen}
 
 
