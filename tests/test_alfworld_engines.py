@@ -63,6 +63,14 @@ def _marked(mark: str) -> list[int]:
     return found
 
 
+def _state(pid: int) -> str:
+    """A process's state line and parent, for a failure's message."""
+    try:
+        return f"{pid}: " + Path(f"/proc/{pid}/stat").read_text().split(")", 1)[1][:40]
+    except OSError:
+        return f"{pid}: gone"
+
+
 def _gone(pids, within_s: float = 15.0) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -170,6 +178,10 @@ def test_no_engine_outlives_its_host(ending, tmp_path):
         assert host.stdout.readline().strip() == b"ready", host.stderr.read().decode()[-2000:]
         engines = _marked(mark)
         assert len(engines) == 2
+
+        def engines_state():
+            return [_state(p) for p in engines]
+
         if ending in ("exit", "raise"):
             assert host.stdin is not None
             host.stdin.write(b"go\n")
@@ -178,9 +190,15 @@ def test_no_engine_outlives_its_host(ending, tmp_path):
             os.killpg(host.pid, signal.SIGINT)  # what a terminal sends the whole job
         elif ending == "sigkill":
             os.kill(host.pid, signal.SIGKILL)
-        code = host.wait(timeout=60)
-        assert code != 0 if ending != "exit" else code == 0
-        assert _gone(engines) and _marked(mark) == []
+        try:
+            code = host.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the host did not end: {_state(host.pid)}; engines {engines_state()}")
+        assert host.stderr is not None
+        said = host.stderr.read().decode(errors="replace")[-2000:]
+        assert code != 0 if ending != "exit" else code == 0, (code, said)
+        assert _gone(engines), (engines_state(), code, said)
+        assert _marked(mark) == [], ([_state(p) for p in _marked(mark)], code, said)
     finally:
         if host.poll() is None:
             host.kill()
