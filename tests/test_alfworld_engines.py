@@ -146,8 +146,12 @@ def test_idle_engines_are_closed(tasks, monkeypatch):
 
 SCRIPT = textwrap.dedent(
     """
+    import signal
     import sys
     from harnessctl.envs import get_environment
+    # Ctrl-C interrupts, as in a terminal's job, even where this test runs in a background
+    # job of a non-interactive shell (which starts with SIGINT ignored, inherited here)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     env = get_environment("alfworld", memo=False)
     tasks = env.load_tasks(sys.argv[2]).tasks
     episodes = [env.open_episode(t, 0) for t in tasks[:2]]
