@@ -71,7 +71,7 @@ def respond(
     model_response.choices[0].finish_reason = "tool_calls" if reply.tool_calls else "stop"
     model_response.model = reply.model
     model_response.id = reply.id
-    model_response.usage = Usage(  # type: ignore[attr-defined]
+    model_response.usage = Usage(
         prompt_tokens=reply.prompt_tokens,
         completion_tokens=reply.completion_tokens,
         total_tokens=reply.prompt_tokens + reply.completion_tokens,
@@ -106,14 +106,12 @@ class OfflineProvider(CustomLLM):
     def streaming(self, *args: Any, **kwargs: Any) -> Iterator[GenericStreamingChunk]:
         yield _as_chunk(self.completion(*args, **kwargs))
 
-    async def astreaming(  # type: ignore[override]
-        self, *args: Any, **kwargs: Any
-    ) -> AsyncIterator[GenericStreamingChunk]:
+    async def astreaming(self, *args: Any, **kwargs: Any) -> AsyncIterator[GenericStreamingChunk]:
         yield _as_chunk(self.completion(*args, **kwargs))
 
 
 def _as_chunk(response: ModelResponse) -> GenericStreamingChunk:
-    usage = response.usage  # type: ignore[attr-defined]
+    usage = response.usage
     return {
         "text": response.choices[0].message.content or "",
         "tool_use": None,
