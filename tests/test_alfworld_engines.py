@@ -63,12 +63,15 @@ def _marked(mark: str) -> list[int]:
     return found
 
 
-def _state(pid: int) -> str:
-    """A process's state line and parent, for a failure's message."""
-    try:
-        return f"{pid}: " + Path(f"/proc/{pid}/stat").read_text().split(")", 1)[1][:40]
-    except OSError:
-        return f"{pid}: gone"
+def _states(pids) -> list[str]:
+    """Each process's state and parent (from /proc), for a failure's message."""
+    found = []
+    for pid in pids:
+        try:
+            found.append(f"{pid}: " + Path(f"/proc/{pid}/stat").read_text().split(")", 1)[1][:40])
+        except OSError:
+            found.append(f"{pid}: gone")
+    return found
 
 
 def _gone(pids, within_s: float = 15.0) -> bool:
@@ -182,10 +185,6 @@ def test_no_engine_outlives_its_host(ending, tmp_path):
         assert host.stdout.readline().strip() == b"ready", host.stderr.read().decode()[-2000:]
         engines = _marked(mark)
         assert len(engines) == 2
-
-        def engines_state():
-            return [_state(p) for p in engines]
-
         if ending in ("exit", "raise"):
             assert host.stdin is not None
             host.stdin.write(b"go\n")
@@ -197,12 +196,12 @@ def test_no_engine_outlives_its_host(ending, tmp_path):
         try:
             code = host.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the host did not end: {_state(host.pid)}; engines {engines_state()}")
+            pytest.fail(f"the host did not end: {_states([host.pid])}; engines {_states(engines)}")
         assert host.stderr is not None
         said = host.stderr.read().decode(errors="replace")[-2000:]
         assert code != 0 if ending != "exit" else code == 0, (code, said)
-        assert _gone(engines), (engines_state(), code, said)
-        assert _marked(mark) == [], ([_state(p) for p in _marked(mark)], code, said)
+        assert _gone(engines), (_states(engines), code, said)
+        assert _marked(mark) == [], (_states(_marked(mark)), code, said)
     finally:
         if host.poll() is None:
             host.kill()
