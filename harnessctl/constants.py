@@ -6,6 +6,7 @@ from .runtime import wire
 
 # --- host-side settings (layers: built-in < harnessctl.yaml < HARNESSCTL_* env < flags) ---
 ENV_STORE_URL = "HARNESSCTL_STORE_URL"  # any SQLAlchemy URL; default: SQLite in .harnessctl/
+ENV_CACHE_FROM = "HARNESSCTL_CACHE_FROM"  # read-through rollout caches, os.pathsep-separated
 ENV_WORKSPACE = "HARNESSCTL_WORKSPACE"  # workspace root; default: nearest harnessctl.yaml upwards
 ENV_SANDBOX = "HARNESSCTL_SANDBOX"  # sandbox backend name (local, docker)
 ENV_WORKERS = "HARNESSCTL_WORKERS"

@@ -15,7 +15,6 @@ from .stats import percentile, wilson_interval
 EVAL_RESULT_VERSION = 1
 
 
-
 class CategorySummary(Record):
     """Success within one task category."""
 
@@ -168,6 +167,8 @@ class RolloutItem(Record):
     success: bool
     steps: int
     created_at: float
+    origin: str = ""
+    """'' when it ran against this store; else the read-through cache it was copied from."""
 
 
 class AttemptItem(Record):

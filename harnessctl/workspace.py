@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .constants import (
+    ENV_CACHE_FROM,
     ENV_EXECUTOR,
     ENV_SANDBOX,
     ENV_STORE_URL,
@@ -38,6 +39,9 @@ class WorkspaceConfig(BaseModel):
 
     store_url: str | None = None
     """SQLAlchemy URL of the store; default: SQLite at ``.harnessctl/store.db``."""
+    cache_from: list[str] = Field(default_factory=list)
+    """Read-through rollout caches, in order: other workspaces or store directories (relative
+    to the workspace) whose matching rollouts are copied in instead of run (docs/store.md)."""
     sandbox: str = "local"
     """Sandbox backend: ``local`` or a registered one."""
     workers: int = 2
@@ -147,7 +151,14 @@ class Workspace:
         if not self.found and not (url or os.environ.get(ENV_STORE_URL)):
             raise ConfigError("--store", f"{self._nowhere()} (or pass --store URL)")
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        return Store(self.store_url(url), self.state_dir / "trajectories")
+        return Store(self.store_url(url), self.state_dir / "trajectories", self.cache_from())
+
+    def cache_from(self) -> list[Path]:
+        """The read-through caches: ``HARNESSCTL_CACHE_FROM``, else ``cache_from:``."""
+        from .store.readthrough import parse_sources
+
+        value = os.environ.get(ENV_CACHE_FROM)
+        return parse_sources(value if value is not None else self.config.cache_from, self.root)
 
 
 def harness_dirs(directory: Path) -> list[Path]:

@@ -268,9 +268,18 @@ def test_long_category_names_wrap_inside_their_columns(tmp_path):
     for i, category in enumerate([*LONG_CATEGORIES, ALL]):
         cell = Cell()
         for k in range(2):
-            cell.add(RolloutRow(cache_key=f"{i}-{k}", run_id="r", harness_hash="h1",
-                                task_id=f"t{i}", category=category, policy_id="p",
-                                outcome="success" if k else "wrong_answer", success=bool(k)))
+            cell.add(
+                RolloutRow(
+                    cache_key=f"{i}-{k}",
+                    run_id="r",
+                    harness_hash="h1",
+                    task_id=f"t{i}",
+                    category=category,
+                    policy_id="p",
+                    outcome="success" if k else "wrong_answer",
+                    success=bool(k),
+                )
+            )
         heat[("h1", category)] = cell
     data = ReportData(
         selection=Selection("p", "s", "dev"), available=[], roots=[], base=None,

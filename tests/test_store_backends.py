@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import column as sa_column
 from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import table as sa_table
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.types import TypeDecorator, TypeEngine
@@ -163,6 +165,7 @@ def test_migrations_applied_once_and_reopen_is_noop(backend: str, tmp_path: Path
         (4, "call_log"),
         (5, "tool_calls"),
         (6, "run_liveness"),
+        (7, "rollout_origin"),
     ]
     assert [n for n, _, _ in first] == [m.number for m in load_migrations()]
     Store.for_workspace(tmp_path, url=backend).close()
@@ -244,7 +247,9 @@ def test_call_log_migration_keeps_earlier_calls(backend: str, tmp_path: Path) ->
         assert migrate(engine, load_migrations()[:3]) == [1, 2, 3]
         rollout = make_rollout("k1", id="r1", run_id="run-a")
         with engine.begin() as conn:
-            conn.execute(RolloutRow.__table__.insert().values(**rollout.model_dump()))  # type: ignore[attr-defined]
+            values = rollout.model_dump(exclude={"origin"})  # the schema of migration 3
+            old = sa_table("rollout", *(sa_column(name) for name in values))
+            conn.execute(old.insert().values(**values))
             conn.execute(
                 text(
                     "INSERT INTO model_call (id, rollout_id, idx, model, status, prompt_tokens, "
@@ -252,7 +257,8 @@ def test_call_log_migration_keeps_earlier_calls(backend: str, tmp_path: Path) ->
                     "VALUES ('r1:0', 'r1', 0, 'm', 'ok', 11, 3, 0.5, 0.1, 1, NULL, 'hi', 1.0)"
                 )
             )
-        assert migrate(engine) == [4, 5, 6]  # the call log, tool calls, run liveness
+        # the call log, tool calls, run liveness, rollout origin
+        assert migrate(engine) == [4, 5, 6, 7]
     finally:
         engine.dispose()
     with Store.for_workspace(tmp_path, url=backend) as opened:

@@ -96,6 +96,7 @@ def _item(row):
         success=row.success,
         steps=row.steps,
         created_at=row.created_at,
+        origin=row.origin,
     )
 
 
@@ -113,11 +114,13 @@ def _render_list(record, *, attempts: bool) -> None:
     else:
         # Names and task ids fold rather than end in an ellipsis: `show`, `route --task` and
         # `compare` need them whole (ALFWorld's run to 65 characters); the rest stay on a line.
-        for col in ("id", "harness", "task", "seed", "policy", "outcome", "steps"):
-            folds = col in ("harness", "task", "policy")
+        cached = any(r.origin for r in record.rollouts)  # copied from a read-through cache
+        columns = ("id", "harness", "task", "seed", "policy", "outcome", "steps")
+        for col in columns + (("from cache",) if cached else ()):
+            folds = col in ("harness", "task", "policy", "from cache")
             width = 4 if folds else None
             table.add_column(col, overflow="fold", no_wrap=not folds, min_width=width)
         for r in record.rollouts:
             cells = (r.id[:12], r.harness, r.task, r.seed, r.policy, r.outcome, r.steps)
-            table.add_row(*(text(c) for c in cells))
+            table.add_row(*(text(c) for c in cells + ((r.origin,) if cached else ())))
     console().print(table)

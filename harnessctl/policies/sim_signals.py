@@ -50,9 +50,6 @@ def role_and_text(message: Any) -> tuple[str, str]:
     return "user", text_of(message)
 
 
-
-
-
 @dataclass(frozen=True)
 class History:
     """The conversation split the way the simulated agent reads it.
@@ -99,13 +96,9 @@ def read_history(messages: Iterable[Any] | None) -> History:
     )
 
 
-
-
 def commit_signal(text: str) -> bool:
     """The message says this is the last round / the agent must answer now."""
     return COMMIT_SIGNAL.search(text) is not None
-
-
 
 
 def saw_long_observation(history: History) -> bool:
@@ -128,10 +121,7 @@ def field_of(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
-
-def calls_as_text(
-    messages: Iterable[Any] | None, call_text: Callable[[Any], str]
-) -> list[Any]:
+def calls_as_text(messages: Iterable[Any] | None, call_text: Callable[[Any], str]) -> list[Any]:
     """``messages`` with every assistant message that makes function calls rewritten as a
     text-protocol reply: its content, then its first call (the one a harness runs) as
     ``call_text`` writes it. Other messages (tool results included) are kept as they are."""

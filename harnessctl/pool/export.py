@@ -33,6 +33,8 @@ def manifest_version(manifest: dict[str, Any], where: str) -> int:
             f"(1..{SCHEMA_VERSION}); upgrade harnessctl"
         )
     return version
+
+
 DEFAULT_ROUTER = {"kind": "profile-rescue", "smoothing_prior": 2.0, "k": 3, "voters": []}
 
 

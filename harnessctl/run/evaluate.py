@@ -1,8 +1,8 @@
 """Evaluation: run a harness over a suite split with a policy, cached and resumable.
 
-Every (task, seed) pair is one rollout, identified by its cache key: harness hash, task
-content hash, policy id, seed, runtime version and budgets (limits, call and token caps).
-A key already in the store is served from it; the rest run in parallel sandboxes, each
+Every (task, seed) pair is one rollout, identified by its cache key (``run.key``: every
+input that can change its outcome). A key already in the store, or in a read-through cache
+the store is pointed at, is served from it; the rest run in parallel sandboxes, each
 result written to the store as soon as it finishes, so an interrupted run loses nothing
 finished and resumes where it stopped.
 Infrastructure failures are retried (bounded) and recorded as attempts, never as rollouts.
@@ -10,19 +10,18 @@ Infrastructure failures are retried (bounded) and recorded as attempts, never as
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..constants import INFRA_RETRIES
 from ..envs import TaskProblem
 from ..errors import InfraError
-from ..harness import HarnessSpec, check_environment, rollout_version
+from ..harness import HarnessSpec, check_environment
 from ..policy import Policy
 from ..sandbox import Limits
 from ..suite import Suite
@@ -30,6 +29,7 @@ from ..summary import EvalRecord, SkippedTask, Summary, summarize
 from .budget import resolve_budgets
 from .checks import check_policy_environment, check_task_ids
 from .executor import EXECUTORS, Pending, Progress, check_executor
+from .key import request_inputs, runtime_of
 
 CLAIM_POLL_S = 1.0
 """How often a run waiting for another run's rollouts looks for them."""
@@ -110,25 +110,6 @@ class EvalResult:
         )
 
 
-def cache_key(
-    harness_hash: str, task_hash: str, policy_id: str, seed: int, runtime: str, budget: str
-) -> str:
-    blob = json.dumps([harness_hash, task_hash, policy_id, seed, runtime, budget])
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def budget_key(request: EvalRequest) -> str:
-    """A rollout's budgets, canonical: its sandbox limits (wall clock, memory, CPU, processes,
-    file size, open files) and the gateway's call and token caps. Each can change an outcome
-    (``timeout``, ``context_limit``...), so a result is served only to a run with the same."""
-    budget = {
-        **vars(request.limits),
-        "max_calls": request.max_calls,
-        "max_tokens": request.max_tokens,
-    }
-    return json.dumps(budget, sort_keys=True, separators=(",", ":"))
-
-
 def evaluate(
     request: EvalRequest,
     store,
@@ -151,9 +132,8 @@ def evaluate(
         check_task_ids(request.task_ids, [t.id for t in tasks], request.split)
         wanted = set(request.task_ids)
         tasks = [t for t in tasks if t.id in wanted]
-    # everything that can change an outcome besides harness, task, policy id and seed
-    runtime = rollout_version(suite.environment, request.policy.model)
-    budget = budget_key(request)
+    runtime = runtime_of(suite.environment, request.policy)
+    inputs = request_inputs(request, runtime=runtime)  # each job's differs in task and seed
     harness = request.harness
     if request.pairs is not None:
         by_id = {t.id: t for t in tasks}
@@ -162,10 +142,7 @@ def evaluate(
         seeds = range(request.seed, request.seed + request.rollouts)
         chosen = [(t, s) for t in tasks for s in seeds]
     jobs = [
-        Pending(
-            t, s, cache_key(harness.hash, t.content_hash, request.policy.id, s, runtime, budget)
-        )
-        for t, s in chosen
+        Pending(t, s, replace(inputs, task_hash=t.content_hash, seed=s).key()) for t, s in chosen
     ]
     found = store.get_by_cache_keys([j.cache_key for j in jobs])
     pending = [j for j in jobs if j.cache_key not in found]

@@ -55,4 +55,3 @@ class StepResult:
             done=bool(data.get("done")),
             info=info if isinstance(info, dict) else {},
         )
-

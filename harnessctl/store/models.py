@@ -111,6 +111,9 @@ class RolloutRow(SQLModel, table=True):
     attempts: int = 1
     trajectory_path: str = ""  # set by Store.record_rollout from the id
     created_at: float = Field(default_factory=time.time)
+    origin: str = ""
+    """'' when the rollout ran against this store; else the read-through cache it was
+    copied from (migration 0007)."""
 
 
 class ModelCallRow(SQLModel, table=True):

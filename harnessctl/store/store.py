@@ -7,7 +7,9 @@ Every returned row is detached from its session and stays readable after the cal
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -20,7 +22,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
-from harnessctl.constants import ENV_STORE_URL, STATE_DIR
+from harnessctl.constants import ENV_CACHE_FROM, ENV_STORE_URL, STATE_DIR
 from harnessctl.errors import HarnessctlError
 from harnessctl.gateway.protocol import redact
 
@@ -40,9 +42,11 @@ from .models import (
     new_id,
     trajectory_relpath,
 )
+from .readthrough import CacheSource, parse_sources
 from .trajectories import read_trajectory, write_trajectory
 
 MIN_PREFIX = 4
+_log = logging.getLogger(__name__)
 _IN_CHUNK = 500  # stays far below SQLite's bound-parameter limit
 
 
@@ -53,9 +57,13 @@ if TYPE_CHECKING:
 class Store:
     """Access to one harnessctl store; opening it applies pending migrations."""
 
-    def __init__(self, url: str, trajectory_dir: Path) -> None:
+    def __init__(self, url: str, trajectory_dir: Path, cache_from: Iterable[Path] = ()) -> None:
         self.url = url
         self.trajectory_dir = Path(trajectory_dir)
+        self.cache_from = list(cache_from)
+        """Read-through caches (``store.readthrough``), opened on the first miss."""
+        self._sources: list[CacheSource] | None = None
+        self._sources_lock = threading.Lock()
         try:
             self._engine: Engine = create_store_engine(url)
         except SQLAlchemyError as exc:
@@ -73,14 +81,18 @@ class Store:
 
     @classmethod
     def for_workspace(cls, workspace: Path, url: str | None = None) -> Store:
-        """The workspace's store: ``url``, else $HARNESSCTL_STORE_URL, else SQLite in it."""
+        """The workspace's store: ``url``, else $HARNESSCTL_STORE_URL, else SQLite in it;
+        read through the caches of $HARNESSCTL_CACHE_FROM."""
         state = Path(workspace) / STATE_DIR
         resolved = url or os.environ.get(ENV_STORE_URL) or f"sqlite:///{state / 'store.db'}"
-        return cls(resolved, state / "trajectories")
+        caches = parse_sources(os.environ.get(ENV_CACHE_FROM), Path(workspace))
+        return cls(resolved, state / "trajectories", caches)
 
     def close(self) -> None:
         """Release every pooled connection."""
         self._engine.dispose()
+        for source in self._sources or []:
+            source.close()
 
     def __enter__(self) -> Store:
         return self
@@ -251,8 +263,22 @@ class Store:
     # --- rollouts ---
 
     def get_by_cache_keys(self, keys: Iterable[str]) -> dict[str, RolloutRow]:
-        """Rollouts already recorded under any of ``keys``, by cache key."""
+        """Rollouts recorded under any of ``keys``, by cache key: the store's own, then
+        those its read-through caches hold (copied into the store as they are found)."""
         wanted = list(dict.fromkeys(keys))
+        found = self._own_by_cache_keys(wanted)
+        missing = [k for k in wanted if k not in found]
+        for source in self._cache_sources() if missing else []:
+            for row, calls, trajectory in source.lookup(missing):
+                copied = self._copy_from_cache(row, calls, trajectory, source.origin)
+                if copied is not None:
+                    found[copied.cache_key] = copied
+            missing = [k for k in missing if k not in found]
+            if not missing:
+                break
+        return found
+
+    def _own_by_cache_keys(self, wanted: list[str]) -> dict[str, RolloutRow]:
         found: dict[str, RolloutRow] = {}
         with self._session() as session:
             for start in range(0, len(wanted), _IN_CHUNK):
@@ -260,6 +286,35 @@ class Store:
                 query = select(RolloutRow).where(col(RolloutRow.cache_key).in_(chunk))
                 found.update((row.cache_key, row) for row in session.exec(query))
         return found
+
+    def _cache_sources(self) -> list[CacheSource]:
+        with self._sources_lock:
+            if self._sources is None:
+                opened: list[CacheSource] = []
+                try:
+                    for path in self.cache_from:
+                        opened.append(CacheSource(path))
+                except BaseException:
+                    for source in opened:
+                        source.close()
+                    raise
+                self._sources = opened
+            return self._sources
+
+    def _copy_from_cache(
+        self, row: RolloutRow, calls: list[ModelCallRow], trajectory: dict, origin: str
+    ) -> RolloutRow | None:
+        """Record a cache's rollout here under its own id, ``origin`` naming the cache; None
+        when that id is taken here by another rollout (the row is then not served)."""
+        with self._session() as session:
+            taken = session.get(RolloutRow, row.id)
+        if taken is not None and taken.cache_key != row.cache_key:
+            _log.warning("rollout cache %s: id %s is another rollout here", origin, row.id)
+            return None
+        row.origin, row.trajectory_path = origin, ""
+        for call in calls:
+            call.id = ""
+        return self.record_rollout(row, calls, trajectory)
 
     def record_rollout(
         self, rollout: RolloutRow, calls: list[ModelCallRow], trajectory: dict[str, Any]
