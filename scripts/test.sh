@@ -3,8 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # ART (openpipe-art) pins litellm<=1.82, below what the project's environment resolves, so its
-# real-class half of tests/test_integration_art.py runs in an environment of its own (torch
-# and transformers: ART's tokenizer imports them); Agent Lightning (litellm[proxy]>=1.74)
+# real-class half of tests/integrations/test_integration_art.py runs in an environment of its
+# own (torch and transformers: ART's tokenizer imports them); Agent Lightning (litellm[proxy]>=1.74)
 # installs beside it, and its tests run there too
 # (one command a line: under `set -e` a failed step of an && list would not stop the script)
 python3 -m venv .venv-art
@@ -12,7 +12,7 @@ python3 -m venv .venv-art
 .venv-art/bin/pip install -q -e . 'openpipe-art==0.5.18' 'agentlightning==0.3.0' transformers \
     pytest pytest-timeout
 HARNESSCTL_TEST_ART=1 HARNESSCTL_TEST_AGL=1 .venv-art/bin/python -m pytest -q \
-    tests/test_integration_art.py tests/test_integration_agentlightning.py
+    tests/integrations/test_integration_art.py tests/integrations/test_integration_agentlightning.py
 # torch first, pinned: the trainers extra (verl, TRL) would otherwise resolve an unpinned torch
 # to a multi-GB CUDA build; 2.13.0 is a CPU build here
 python3 -m venv .venv

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE_SUITE = ROOT / "examples" / "dbbench"
-BASE_HARNESS = ROOT / "harnesses" / "dbbench-base"
+from tests.helpers import BASE_HARNESS, EXAMPLE_SUITE, ROOT  # noqa: F401 (older imports)
 
 
 @pytest.fixture(autouse=True)
@@ -64,6 +62,31 @@ def dbbench_runtime(monkeypatch) -> None:
 def small_pool(tmp_path_factory):
     """One small exported DBBench pool (base and two siblings, built on the offline sim
     policy) shared by the trainer integration tests: ``(workspace, pool dir, names)``."""
-    from tests.pool_helpers import SMALL_POOL, build_pool
+    from tests.helpers.pools import SMALL_POOL, build_pool
 
     return build_pool(tmp_path_factory.mktemp("smallpool"), **SMALL_POOL)
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """A reachable Docker engine with the runtime image built (offline, idempotent); without
+    one the docker tests skip, except under CI, where they fail."""
+    import subprocess
+
+    from harnessctl.errors import HarnessctlError
+    from harnessctl.sandbox.docker import DEFAULT_IMAGE, connect
+    from tests.helpers.ci import unavailable
+
+    try:
+        client = connect()
+    except HarnessctlError as exc:
+        unavailable("the docker tests", f"no docker engine: {exc}")
+    build = ROOT / "scripts" / "build-runtime-image.sh"
+    done = subprocess.run([str(build)], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        unavailable(
+            "the docker tests",
+            f"cannot build {DEFAULT_IMAGE}: {done.stderr.strip()[-500:]}",
+        )
+    yield client
+    client.close()

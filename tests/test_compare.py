@@ -14,8 +14,8 @@ from harnessctl.evolve.reward import sign_test
 from harnessctl.runs import RunsResult, list_runs
 from harnessctl.store import RunRow, Store
 from harnessctl.workspace import load_workspace
-from tests.store_helpers import make_rollout
-from tests.test_eval_cli import TASKS, make_variant, task_flags
+from tests.helpers.cli import TASKS, make_variant, task_flags
+from tests.helpers.stores import make_rollout
 
 runner = CliRunner()
 

@@ -5,7 +5,7 @@ import pytest
 
 from harnessctl.errors import ConfigError
 from harnessctl.harness import load_harness, tree_hash
-from tests.conftest import BASE_HARNESS
+from tests.helpers import BASE_HARNESS
 
 
 @pytest.fixture

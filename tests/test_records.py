@@ -14,8 +14,8 @@ from harnessctl.records import TRAJECTORY_FORMAT, Profile, Trajectory
 from harnessctl.run.session import RolloutSession
 from harnessctl.sandbox import Limits
 from harnessctl.suite import load_suite
-from tests.conftest import BASE_HARNESS, EXAMPLE_SUITE, ROOT
-from tests.openai_stub import OpenAIStub, Reply
+from tests.helpers import BASE_HARNESS, EXAMPLE_SUITE, ROOT
+from tests.helpers.openai_stub import OpenAIStub, Reply
 
 
 def test_a_rollout_leaves_a_versioned_trajectory_without_secrets():

@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "harnessctl"
+from tests.helpers import ROOT
+
+PACKAGE = ROOT / "harnessctl"
 MAX_CLI_FUNCTION_LINES = 60
 # Cycles through function-level imports that predate this test, in code other work is
 # rewriting. Each is matched exactly: a module joining one, or a new cycle, fails the test.

@@ -10,8 +10,9 @@ import pytest
 
 from harnessctl.errors import ConfigError
 from harnessctl.suite import PartitionSpec, load_suite, partition
+from tests.helpers import ROOT
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "dbbench"
+EXAMPLE = ROOT / "examples" / "dbbench"
 
 
 @pytest.fixture

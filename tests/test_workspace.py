@@ -5,7 +5,7 @@ import pytest
 
 from harnessctl.errors import ConfigError
 from harnessctl.workspace import init_workspace, load_workspace
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def test_init_makes_a_committed_git_workspace(tmp_path, monkeypatch):

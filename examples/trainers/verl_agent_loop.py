@@ -1,8 +1,9 @@
 """verl 0.9: GRPO with all-fail groups rescued by a harnessctl pool.
 
-The rescue lives in harnessctl.integrations.verl (library code; tests/test_integration_verl.py
-runs it through verl 0.9.1's own agent-loop manager, workers and batching, configured with
-``verl_overrides`` below); this file is the wiring a verl user adds:
+The rescue lives in harnessctl.integrations.verl (library code;
+tests/integrations/test_integration_verl.py runs it through verl 0.9.1's own agent-loop
+manager, workers and batching, configured with ``verl_overrides`` below); this file is the
+wiring a verl user adds:
 
 1. the dataset rows carry the task's raw record in ``extra_info["harnessctl_task"]``
    (``to_verl_rows`` below), so a pool harness can run the row's task;

@@ -6,7 +6,7 @@ only through :func:`escape` (inside markup) or :func:`text` (a ``Text``), never 
 pass it through :func:`terminal_safe` first, so no control sequence a harness or a model
 wrote (a window title, a clipboard write, a cleared screen, fake colours) reaches the
 terminal. The commands import neither ``rich.text.Text`` nor ``rich.markup.escape``
-themselves (tests/test_hostile_display.py checks it).
+themselves (tests/report/test_hostile_display.py checks it).
 """
 
 from __future__ import annotations

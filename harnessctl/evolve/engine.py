@@ -173,7 +173,7 @@ def evolve_id(req: EvolveRequest) -> str:
     policy, budgets, the editor with its parameters (credentials left out), the directions'
     definitions, rounds, batch sizes and the acceptance rule. A rerun with all of them equal
     resumes (replays its recorded edits); any change is a new run with new edits."""
-    from ..run.key import budget_key
+    from ..run.evaluate import budget_key
 
     blob = json.dumps(
         [

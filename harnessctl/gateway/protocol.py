@@ -25,7 +25,7 @@ TOOL_CHOICES = ("auto", "none", "required")
 # Credentials, by name: a name with one of these segments (split on ``_``, ``-``, ``.`` and
 # camelCase), as litellm's SensitiveDataMasker matches them, plus its credential params
 # (``litellm.types.router.CredentialLiteLLMParams``: every one that carries a secret has such
-# a segment, which tests/test_hostile_local.py checks), and some spellings run together.
+# a segment, which tests/sandbox/test_hostile_local.py checks), and some spellings run together.
 SECRET_SEGMENTS = frozenset(
     {
         "password", "passwd", "secret", "key", "token", "auth", "authorization", "cookie",

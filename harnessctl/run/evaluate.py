@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ..constants import INFRA_RETRIES
-from ..envs import TaskProblem
+from ..envs import Task, TaskProblem
 from ..errors import InfraError
 from ..harness import HarnessSpec, check_environment
 from ..policy import Policy
@@ -29,7 +29,7 @@ from ..summary import EvalRecord, SkippedTask, Summary, summarize
 from .budget import resolve_budgets
 from .checks import check_policy_environment, check_task_ids
 from .executor import EXECUTORS, Pending, Progress, check_executor
-from .key import request_inputs, runtime_of
+from .key import RolloutInputs, runtime_of
 
 CLAIM_POLL_S = 1.0
 """How often a run waiting for another run's rollouts looks for them."""
@@ -108,6 +108,45 @@ class EvalResult:
             problems=[SkippedTask(**vars(p)) for p in self.problems],
             summary=self.summary,
         )
+
+
+def budget_key(request: EvalRequest) -> str:
+    """A request's budgets, canonical: its sandbox limits and the gateway's call, token,
+    step and reset caps (an evolve run's identity includes them: ``evolve.engine``)."""
+    inputs = request_inputs(request, runtime="")
+    budget = {
+        **vars(inputs.limits),
+        "max_calls": inputs.max_calls,
+        "max_tokens": inputs.max_tokens,
+        "max_steps": inputs.max_steps,
+        "max_resets": inputs.max_resets,
+    }
+    return json.dumps(budget, sort_keys=True, separators=(",", ":"))
+
+
+def request_inputs(
+    request: EvalRequest, *, runtime: str, task: Task | None = None, seed: int = 0
+) -> RolloutInputs:
+    """The inputs of the rollout of ``task`` at ``seed`` under ``request`` (``runtime`` from
+    :func:`runtime_of`, computed once per request)."""
+    from .. import bounds
+    from .budget import resolve_budgets
+
+    env = request.suite.environment
+    budgets = resolve_budgets(env, max_calls=request.max_calls, max_tokens=request.max_tokens)
+    return RolloutInputs(
+        harness_hash=request.harness.hash,
+        task_hash=task.content_hash if task is not None else "",
+        policy_id=request.policy.id,
+        seed=seed,
+        runtime=runtime,
+        env_options=dict(request.suite.config.env_options),
+        limits=request.limits,
+        max_calls=budgets.max_calls,
+        max_tokens=budgets.max_tokens,
+        max_steps=budgets.max_steps,
+        max_resets=bounds.MAX_RESETS,
+    )
 
 
 def evaluate(

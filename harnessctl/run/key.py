@@ -3,7 +3,8 @@
 A rollout recorded under a key is served, instead of run, to any later request whose key is
 equal (from the store itself or from a read-through cache, ``docs/store.md``). Anything that
 can change an outcome and is left out of the key would serve a stale result, so every input
-is a field of :class:`RolloutInputs` and a test changes each field and sees the key change.
+is a field of :class:`RolloutInputs` and a test changes each field and sees the key change
+(``run.evaluate.request_inputs`` fills them from a request).
 What stays out, by decision (docs/decisions.md): the sandbox backend and the executor (both
 run the same runtime under the same limits), worker counts, retries, and credentials.
 """
@@ -18,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ..sandbox import Limits
 
 if TYPE_CHECKING:
-    from ..envs import Environment, Task
+    from ..envs import Environment
     from ..policy import Policy
-    from .evaluate import EvalRequest
 
 KEY_VERSION = 2
 """Bumped when the key's recipe changes (every key changes with it)."""
@@ -67,42 +67,3 @@ def runtime_of(env: Environment, policy: Policy) -> str:
     from ..harness import rollout_version
 
     return rollout_version(env, policy.model)
-
-
-def budget_key(request: EvalRequest) -> str:
-    """A request's budgets, canonical: its sandbox limits and the gateway's call, token,
-    step and reset caps (an evolve run's identity includes them: ``evolve.engine``)."""
-    inputs = request_inputs(request, runtime="")
-    budget = {
-        **vars(inputs.limits),
-        "max_calls": inputs.max_calls,
-        "max_tokens": inputs.max_tokens,
-        "max_steps": inputs.max_steps,
-        "max_resets": inputs.max_resets,
-    }
-    return json.dumps(budget, sort_keys=True, separators=(",", ":"))
-
-
-def request_inputs(
-    request: EvalRequest, *, runtime: str, task: Task | None = None, seed: int = 0
-) -> RolloutInputs:
-    """The inputs of the rollout of ``task`` at ``seed`` under ``request`` (``runtime`` from
-    :func:`runtime_of`, computed once per request)."""
-    from .. import bounds
-    from .budget import resolve_budgets
-
-    env = request.suite.environment
-    budgets = resolve_budgets(env, max_calls=request.max_calls, max_tokens=request.max_tokens)
-    return RolloutInputs(
-        harness_hash=request.harness.hash,
-        task_hash=task.content_hash if task is not None else "",
-        policy_id=request.policy.id,
-        seed=seed,
-        runtime=runtime,
-        env_options=dict(request.suite.config.env_options),
-        limits=request.limits,
-        max_calls=budgets.max_calls,
-        max_tokens=budgets.max_tokens,
-        max_steps=budgets.max_steps,
-        max_resets=bounds.MAX_RESETS,
-    )

@@ -11,13 +11,13 @@ observations; the walkthrough never leaves the host (``oracle`` and ``replay`` h
 offline test doubles only).
 
 An episode answers exactly as ALFWorld's evaluation environment does (see
-:class:`AlfworldEpisode`; ``tests/test_alfworld_official.py`` plays both side by side). What
-a step tells the harness (``info``, public): ``admissible_commands``, the commands the game
-accepts in the new state, ``won`` and ``score`` (ALFWorld's standard information; a harness
-may show them or not: ``alfworld-base`` does not), ``error`` when the game answered "Nothing
-happens." (the command was not admissible, so nothing changed) and ``truncated`` at the 50th
-step without a win. Success: the game is won within the step limit (50 steps, as in the
-papers); an episode that runs out of steps is ``step_limit``.
+:class:`AlfworldEpisode`; ``tests/envs/alfworld/test_alfworld_official.py`` plays both side by
+side). What a step tells the harness (``info``, public): ``admissible_commands``, the commands
+the game accepts in the new state, ``won`` and ``score`` (ALFWorld's standard information; a
+harness may show them or not: ``alfworld-base`` does not), ``error`` when the game answered
+"Nothing happens." (the command was not admissible, so nothing changed) and ``truncated`` at
+the 50th step without a win. Success: the game is won within the step limit (50 steps, as in
+the papers); an episode that runs out of steps is ``step_limit``.
 
 The games are deterministic, so answers already computed for the same game and commands are
 served from memory (:class:`.play.Game`); ``env_options: {memo: false}`` runs every command

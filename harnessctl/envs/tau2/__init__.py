@@ -29,8 +29,8 @@ from .tasks import KIND, load_tasks, make_task
 
 HERE = Path(__file__).resolve().parent
 TASK_FILE = "task.json"
-#: Every agent tool of the three domains (tests/test_tau2_env.py checks it against tau2's),
-#: and ``respond``, the message to the user. An episode runs the calls of its own domain's
+#: Every agent tool of the three domains (tests/envs/tau2/test_tau2_env.py checks it against
+#: tau2's), and ``respond``, the message to the user. An episode runs the calls of its own domain's
 #: tools; tau2 answers a call of any other name with its own error.
 AGENT_TOOLS = (
     # airline

@@ -96,7 +96,7 @@ GOODBYE = "Thank you for contacting us. Have a great day! ###STOP###"
 BARE_CLOSING = "Everything is done."
 TRANSFER_TOOL = "transfer_to_human_agents"
 #: The agent tools that change the domain's database: those tau2 marks ``ToolType.WRITE``
-#: (tests/test_tau2_sim.py checks the set against tau2's own marks).
+#: (tests/envs/tau2/test_tau2_sim.py checks the set against tau2's own marks).
 WRITE_TOOLS = frozenset(
     {
         # airline

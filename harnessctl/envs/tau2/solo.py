@@ -26,7 +26,7 @@ from .package import tau2
 STOP_TOOL = "done"
 STOP_TOKEN = "###STOP###"
 #: telecom's user (device) tools, which tau2's solo agent gets besides its own
-#: (tests/test_tau2_solo.py checks them against tau2's).
+#: (tests/envs/tau2/test_tau2_solo.py checks them against tau2's).
 USER_TOOLS = (
     "can_send_mms", "check_apn_settings", "check_app_permissions", "check_app_status",
     "check_data_restriction_status", "check_installed_apps", "check_network_mode_preference",

@@ -1,0 +1,206 @@
+"""os_interaction's task container holds against hostile commands: a fork bomb, a disk
+filler and a command that never ends are stopped, recorded in the score's detail, and the
+episode goes on in a working shell (real task containers)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from harnessctl.envs.os_interaction import OSEnvironment
+from harnessctl.envs.os_interaction.tasks import load_tasks
+from tests.helpers import ROOT
+from tests.helpers.os_env import require_os_image
+
+require_os_image()
+pytestmark = pytest.mark.timeout(300)
+
+TASK = load_tasks(ROOT / "examples" / "os_interaction").by_id()["dev.4"]
+
+
+@pytest.fixture
+def episode():
+    env = OSEnvironment(command_timeout_s=4, pids=64, disk_mb=160)
+    played = env.open_episode(TASK, 0)
+    played.reset()
+    yield env, played
+    container_id = played.container.id if played.container else None
+    played.close()
+    if container_id:  # closed means gone
+        gone = subprocess.run(["docker", "inspect", container_id], capture_output=True)
+        assert gone.returncode != 0
+
+
+def test_a_command_that_never_ends_is_stopped_and_the_shell_goes_on(episode):
+    env, played = episode
+    played.step("bash", "cd /usr && export MARK=kept", None)
+    stopped = played.step("bash", "echo started; sleep 1000", None)
+    assert stopped.info["limit"] == "timeout" and "stopped" in stopped.info["error"]
+    assert "started" in stopped.observation
+    loop = played.step("bash", "while true; do :; done", None)  # a shell builtin loop
+    assert loop.info["limit"] == "timeout"
+    after = played.step("bash", "pwd; echo ${MARK:-lost}", None)
+    assert after.observation.split() == ["/usr", "lost"]  # same directory, a fresh shell
+    # the directory it was in is gone when the next shell starts: that shell starts in /
+    played.step("bash", "mkdir /gone && cd /gone", None)
+    gone = played.step("bash", "rm -rf /gone && sleep 100", None)
+    assert gone.info["limit"] == "timeout"
+    assert played.step("bash", "pwd", None).observation.strip() == "/"
+    detail = env.score(TASK, ROOT, "3", played).detail
+    assert [e["limit"] for e in detail["events"]] == ["timeout", "timeout", "timeout"]
+
+
+def test_a_fork_bomb_is_held_by_the_pids_limit_and_stopped(episode):
+    env, played = episode
+    limit = subprocess.run(
+        ["docker", "inspect", "-f", "{{.HostConfig.PidsLimit}}", played.container.id],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert limit == "64"  # the engine holds the bomb at 64 processes
+    played.step("bash", "echo kept > /root/file", None)
+    played.step("bash", "bomb() { bomb | bomb & }; bomb", None)
+    # the next command runs past its limit: every process the commands started is stopped
+    # (or, when no process can start to do it, the container restarts: files kept, `start`
+    # started again), and that is recorded
+    held = played.step("bash", "sleep 6", None)
+    assert held.info["limit"] in ("timeout", "pids"), held.info
+    events = env.score(TASK, ROOT, "3", played).detail["events"]
+    assert [e["limit"] for e in events] == [held.info["limit"]]
+    after = played.step("bash", "cat /root/file; ps -e --no-headers | wc -l", None)
+    assert "limit" not in after.info, after
+    kept, count = after.observation.split()
+    assert kept == "kept" and int(count) < 10, after.observation  # the bomb is gone
+    assert "python3" in played.step("bash", "ps -eo args", None).observation  # `start` runs
+
+
+def test_filling_the_disk_is_stopped_and_recorded(episode):
+    env, played = episode
+    big = played.step("bash", "head -c 200M /dev/zero > /root/big; ls -l /root/big", None)
+    assert "File size limit exceeded" in big.observation  # RLIMIT_FSIZE: 64 MiB a file
+    assert " 67108864 " in big.observation
+    tmp = played.step(
+        "bash", "head -c 40M /dev/zero > /tmp/a; head -c 40M /dev/zero > /tmp/b", None
+    )
+    assert "No space left" in tmp.observation  # /tmp: a 64 MiB tmpfs
+    many = played.step(
+        "bash", "for i in $(seq 50); do head -c 60M /dev/zero > /root/f$i; sleep 0.2; done", None
+    )
+    assert many.info["limit"] == "disk", many
+    events = env.score(TASK, ROOT, "3", played).detail["events"]
+    assert [e["limit"] for e in events] == ["disk"]
+
+
+def test_the_task_container_has_no_network(episode):
+    _, played = episode
+    out = played.step("bash", "curl -sS -m 3 http://deb.debian.org/ 2>&1; echo rc=$?", None)
+    assert "rc=0" not in out.observation
+
+
+# --- a hostile harness: everything it can reach from the sandbox --------------------------
+
+PROBE = r"""
+
+def _probe(self, state):
+    import glob, json, os, shutil, socket
+    seen = {"sockets": {}, "tcp": {}}
+    for path in ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock"):
+        sock = socket.socket(socket.AF_UNIX)
+        try:
+            sock.connect(path)
+            seen["sockets"][path] = "reached"
+        except OSError as exc:
+            seen["sockets"][path] = type(exc).__name__
+        finally:
+            sock.close()
+    for port in (2375, 2376):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            seen["tcp"][port] = "reached"
+        except OSError as exc:
+            seen["tcp"][port] = type(exc).__name__
+    seen["docker_cli"] = shutil.which("docker")
+    seen["scripts_visible"] = os.path.exists(__SCRIPTS__)
+    seen["task_dir"] = sorted(os.listdir(self.task_dir))
+    procs = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(cmdline, "rb") as f:
+                procs.append(f.read().replace(b"\0", b" ").decode("utf-8", "replace"))
+        except OSError:
+            pass
+    seen["container_procs"] = [p for p in procs if "sleep infinity" in p or "docker" in p]
+    # through the environment's own actions: the container, and nothing of the checks
+    found = self.tools["bash"].run(
+        "grep -rls 'int(argv' / --include='*.py' 2>/dev/null | head -3; ls /", limit=4000
+    )
+    seen["bash_sees_checks"] = "integer-match" in found.text or "argv[1]" in found.text
+    seen["bash_ok"] = "root" in found.text.split()
+    other = self.tools["bash"].client.step("score", "3")
+    seen["other_tool"] = other.info.get("error", "")
+    raise RuntimeError("HOSTILE " + json.dumps(seen))
+"""
+
+
+def _hostile_harness(tmp_path):
+    import shutil
+
+    dst = tmp_path / "os-hostile"
+    shutil.copytree(ROOT / "harnesses" / "os-base", dst)
+    scripts = str(ROOT / "examples" / "os_interaction" / "scripts")
+    harness_py = (dst / "harness.py").read_text()
+    hook = "return messages + self.history(state)"
+    harness_py = harness_py.replace(hook, "_probe(self, state)\n        " + hook)
+    (dst / "harness.py").write_text(harness_py + PROBE.replace("__SCRIPTS__", repr(scripts)))
+    manifest = (dst / "harness.yaml").read_text().replace("name: os-base", "name: os-hostile")
+    (dst / "harness.yaml").write_text(manifest)
+    return dst
+
+
+@pytest.mark.parametrize("sandbox", ["local", "docker"])
+def test_a_hostile_harness_reaches_the_task_container_only_through_the_actions(tmp_path, sandbox):
+    import json
+
+    from harnessctl.harness import load_harness
+    from harnessctl.policy import Policy
+    from harnessctl.run.session import RolloutSession
+    from harnessctl.sandbox import Limits
+    from harnessctl.suite import load_suite
+
+    suite = load_suite(ROOT / "examples" / "os_interaction")
+    task = suite.tasks("dev").by_id()["dev.6"]
+    harness = load_harness(_hostile_harness(tmp_path))
+    with RolloutSession(suite.environment, sandbox=sandbox, limits=Limits(timeout_s=60)) as s:
+        rec = s.run(harness, task, 0, Policy("replay/os_interaction"))
+    assert rec.outcome == "harness_error" and "HOSTILE " in (rec.error or ""), rec.error
+    seen = json.loads(rec.error.split("HOSTILE ", 1)[1])
+    assert set(seen["sockets"].values()) <= {"FileNotFoundError", "PermissionError"}, seen
+    assert "reached" not in seen["tcp"].values(), seen
+    assert seen["docker_cli"] is None and not seen["scripts_visible"], seen
+    assert set(seen["task_dir"]) <= {"task.json", "events.jsonl"}, seen  # the runtime's own
+    assert seen["container_procs"] == [], seen
+    assert seen["bash_ok"] and not seen["bash_sees_checks"], seen
+    assert "unknown tool" in seen["other_tool"], seen
+    print("seen by the hostile harness:", json.dumps(seen))
+
+
+def test_a_task_container_whose_owner_is_gone_is_reaped(monkeypatch):
+    from harnessctl.envs.os_interaction import container as tc
+
+    monkeypatch.setattr(tc.os, "getpid", lambda: 4_194_000)  # above pid_max: never alive
+    orphan = tc.TaskContainer()
+    orphan.start()
+    try:
+        assert orphan.id is not None
+        labels = subprocess.run(
+            ["docker", "inspect", "-f", "{{json .Config.Labels}}", orphan.id],
+            capture_output=True,
+            text=True,
+        ).stdout
+        assert '"harnessctl":"1"' in labels and '"harnessctl.pid":"4194000"' in labels
+        assert tc.reap_orphans() >= 1
+        gone = subprocess.run(["docker", "inspect", orphan.id], capture_output=True)
+        assert gone.returncode != 0
+    finally:
+        orphan.close()
