@@ -9,7 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import BASE_HARNESS, EXAMPLE_SUITE, ROOT  # noqa: F401 (older imports)
+from tests.helpers import BASE_HARNESS, EXAMPLE_SUITE, ROOT
+
+SLOW_FIXTURES = frozenset({"dbbench_world", "small_pool"})
+"""Session fixtures that run an evolve: every test using one is in the slow tier."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tiers: ``-m "not slow"`` is the fast tier for the edit-test loop (README, "Tests");
+    a test is slow when it or its module is marked so, or it uses a costly session fixture."""
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
@@ -90,3 +101,19 @@ def docker_engine():
         )
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def dbbench_world(tmp_path_factory):
+    """DBBench's test evolve (``worlds.DBBENCH_EVOLVE``) in a workspace as `harnessctl init`
+    makes it, run once per session: copy it (``.copy``) or read through it
+    (``.read_through``)."""
+    from harnessctl.workspace import init_workspace
+    from tests.helpers.workspaces import isolate
+    from tests.helpers.worlds import DBBENCH_EVOLVE, build_world
+
+    root = tmp_path_factory.mktemp("world-dbbench") / "ws"
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, tmp_path_factory.mktemp("home"), root)
+        init_workspace(root)  # as `harnessctl init` leaves it: nothing uncommitted
+        return build_world(root, *DBBENCH_EVOLVE, "--workers", 2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from harnessctl.cli import app
@@ -30,6 +31,7 @@ def json_of(*args, code: int = 0):
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_runs_and_compare_on_real_evals(workspace):
     make_variant(
         workspace, "crashy", "return messages + self.history(state)", "raise RuntimeError('x')"

@@ -27,6 +27,7 @@ def test_ruff_is_clean() -> None:
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_mypy_is_clean_on_the_whole_package(tmp_path) -> None:
     proc = subprocess.run(
         [_tool("mypy"), "--cache-dir", str(tmp_path / "cache")],

@@ -84,12 +84,15 @@ def test_a_harness_name_with_brackets_is_named_in_the_error(workspace):
     assert "missing[ray]" in result.output
 
 
-def test_version_and_shell_completion():
+def test_version_and_shell_completion(monkeypatch):
     from importlib.metadata import version
 
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.stdout.strip() == f"harnessctl {version('harnessctl')}"
-    shown = runner.invoke(app, ["--show-completion", "bash"], env={"SHELL": "/bin/bash"})
+    # the shell named, not detected from the process tree: a test run launched without a
+    # shell among its ancestors (setsid, a detached job) detects none (typer's own tests do so)
+    monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
+    shown = runner.invoke(app, ["--show-completion", "bash"])
     assert shown.exit_code == 0 and "_harnessctl_completion" in shown.stdout
 
 

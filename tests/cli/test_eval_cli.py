@@ -9,6 +9,7 @@ from harnessctl.workspace import load_workspace
 from tests.helpers.cli import TASKS, eval_json, invoke, make_variant, rows, task_flags
 
 
+@pytest.mark.slow
 def test_eval_runs_then_serves_from_cache(workspace):
     result, data = eval_json("dbbench-base", "--rollouts", 2, *task_flags())
     assert result.exit_code == 0
@@ -65,6 +66,7 @@ def test_a_harness_that_raises_is_recorded_and_the_run_goes_on(workspace):
     assert all("boom in build_context" in (r.error or "") for r in stored)
 
 
+@pytest.mark.slow
 def test_a_harness_that_loops_forever_is_killed_at_the_timeout(workspace):
     make_variant(
         workspace, "loopy", "sql = SQL_BLOCK.search(reply)", "while True:\n            pass"
@@ -125,6 +127,7 @@ def test_malformed_harness_yaml_exits_nonzero_naming_the_field(workspace):
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 def test_full_dev_split_with_the_offline_policy(workspace):
     result, data = eval_json("dbbench-base", "--rollouts", 1, "--workers", 2)
     assert result.exit_code == 0
@@ -160,6 +163,7 @@ def test_nonsensical_limits_are_refused_naming_the_option(workspace, command, op
     assert rows(workspace) == []  # refused before anything ran
 
 
+@pytest.mark.slow
 def test_an_eval_whose_rollouts_all_fail_on_infrastructure_exits_3_and_says_so(workspace):
     from tests.helpers.openai_stub import Fail, OpenAIStub
 

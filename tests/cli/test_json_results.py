@@ -21,6 +21,8 @@ from harnessctl.results import ExportEditsResult, ExportPoolResult, InitResult, 
 from harnessctl.summary import EvalRecord, RolloutListRecord, RoutedEvalRecord
 from harnessctl.workspace import init_workspace
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 BASE = "dbbench-base"
 DIRECTION = "format-validation"
 runner = CliRunner()

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from rich.console import Console
 
 from harnessctl.cli.progress import plain_progress, stage
@@ -30,6 +31,7 @@ def run(workspace, *args):
     )
 
 
+@pytest.mark.slow
 def test_json_eval_prints_progress_on_stderr_and_pure_json_on_stdout(workspace):
     first = run(workspace, *EVAL, "--json")
     assert first.returncode == 0, first.stderr

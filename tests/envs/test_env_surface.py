@@ -173,6 +173,7 @@ def test_the_step_budget_ends_the_episode_as_step_limit(counter):
     assert statuses[-1] == "step_budget_exceeded"
 
 
+@pytest.mark.slow
 def test_an_episode_cut_at_its_own_step_limit_is_step_limit_not_wrong_answer(counter):
     """``done`` with ``info["truncated"]`` (ALFWorld's 50th step without a win) ends the
     rollout as ``step_limit``, with no refused step after it; that last step counts in the
@@ -249,6 +250,7 @@ def test_gold_reaches_the_oracle_channel_only_for_offline_policies(counter, monk
     assert oracle.lookup(rec.rollout_id) is None  # gone once the rollout ended
 
 
+@pytest.mark.slow
 def test_replay_dbbench_solves_every_dev_task_through_the_rollout_path(workspace):
     store = load_workspace(workspace).open_store()
     request = EvalRequest(

@@ -21,6 +21,8 @@ from harnessctl.policies.serve import OfflineRequestError, _seed
 from harnessctl.workspace import init_workspace
 from tests.helpers import ROOT
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 RATE = r"(\d\.\d{3})"
 LINE = re.compile(rf"^false acceptance: (\d+)/(\d+) \({RATE}, 95% CI {RATE}-{RATE}\)$")
 
@@ -88,12 +90,13 @@ def test_the_null_editor_rotates_its_kinds_and_every_patch_applies_to_each_base(
         assert "whitespace" not in kinds[3:]  # no prompt in scope: a comment instead
 
 
-def test_null_edits_with_paired_draws_change_no_outcome(tmp_path):
+def test_null_edits_with_paired_draws_change_no_outcome(dbbench_world, tmp_path):
     """Without resample the sims draw alike under any harness: every null edit re-runs its
     batch and control exactly as the parent did, so none rescues, regresses or is accepted."""
     ws = tmp_path / "ws"
     init_workspace(ws)
-    result = evolve_json(ws, "dbbench-base", "--editor", "null", "--rounds", "1")
+    with dbbench_world.read_through():  # the base's rollouts; the null edits' are new
+        result = evolve_json(ws, "dbbench-base", "--editor", "null", "--rounds", "1")
     judged = [e for e in result["edits"] if e["status"] != "rejected"]
     assert len(judged) == len(result["edits"]) == 5  # one per direction, every patch valid
     assert all(e["rescues"] == 0 and e["regressions"] == 0 for e in judged)
@@ -141,7 +144,7 @@ def test_the_benchmark_judges_null_edits_with_evolves_rule_and_prints_the_rate(t
     assert lo <= accepted / n <= hi
 
 
-def test_a_confirmation_reruns_parent_and_child_at_fresh_seeds_and_decides(tmp_path):
+def test_a_confirmation_reruns_parent_and_child_at_fresh_seeds_and_decides(dbbench_world, tmp_path):
     """With --confirm-seeds, an edit the same-batch test accepts is re-run with its parent on
     the judged tasks at fresh seeds; the stored wins and losses are those rollouts' and the
     confirmation's verdict is the edit's."""
@@ -151,7 +154,8 @@ def test_a_confirmation_reruns_parent_and_child_at_fresh_seeds_and_decides(tmp_p
     init_workspace(ws)
     directions = "execution-recovery,observation-shaping"
     args = ("--directions", directions, "--rounds", "1", "--confirm-seeds", "2")
-    result = evolve_json(ws, "dbbench-base", *args)
+    with dbbench_world.read_through():  # the base's rollouts; the rest run here
+        result = evolve_json(ws, "dbbench-base", *args)
     store = load_workspace(ws).open_store()
     confirmed = 0
     for edit in store.edits():

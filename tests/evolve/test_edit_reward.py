@@ -37,6 +37,7 @@ from tests.helpers import BASE_HARNESS
 from tests.helpers.evolve import committed_workspace_eval
 
 
+@pytest.mark.slow
 def test_grpo_reward_recipe_reproduces_the_stored_reward(workspace, tmp_path):
     ws, base, evaluation = committed_workspace_eval(workspace, split="train", timeout_s=30)
     request = EvolveRequest(

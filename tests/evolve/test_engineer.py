@@ -42,6 +42,8 @@ from harnessctl.workspace import Workspace
 from tests.helpers.evolve import committed_workspace_eval, example_workspace, isolate
 from tests.helpers.openai_stub import OpenAIStub, Reply
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 SECRET = "sk-secret-123"
 EDITOR_SECRET = "sk-editor-secret-456"
 NO_PATCH = "I would rather not edit anything."

@@ -16,6 +16,9 @@ import git
 import pytest
 
 from harnessctl.workspace import init_workspace, load_workspace
+from tests.helpers.worlds import DBBENCH_EVOLVE
+
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
 
 ARGS = [
     "evolve",
@@ -64,9 +67,10 @@ def state(ws):
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    ws = make_ws(tmp_path_factory.mktemp("reference") / "ws")
-    return ws, run_evolve(ws)
+def reference(dbbench_world, tmp_path_factory):
+    """The session's DBBench test evolve (these ARGS), copied for this module."""
+    assert [str(a) for a in DBBENCH_EVOLVE] + ["--workers", "2", "--json"] == ARGS
+    return dbbench_world.copy(tmp_path_factory.mktemp("reference") / "ws"), dbbench_world.result
 
 
 def test_default_evolve_grows_complementary_siblings(reference):

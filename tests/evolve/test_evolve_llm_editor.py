@@ -68,6 +68,7 @@ def engine_for(workspace):
     return make
 
 
+@pytest.mark.slow
 def test_bad_patches_are_rejected_with_reasons_then_a_good_one_is_judged(engine_for, workspace):
     with OpenAIStub() as stub:
         stub.push(
@@ -105,6 +106,7 @@ def test_bad_patches_are_rejected_with_reasons_then_a_good_one_is_judged(engine_
         assert not repo.is_dirty(untracked_files=True)
 
 
+@pytest.mark.slow
 def test_rerun_reuses_recorded_edits_without_calling_the_editor(engine_for):
     with OpenAIStub() as stub:
         stub.push(Reply(NOT_APPLYING), Reply(GOOD))
@@ -115,6 +117,7 @@ def test_rerun_reuses_recorded_edits_without_calling_the_editor(engine_for):
     assert [e.id for e in first.edits] == [e.id for e in second.edits]
 
 
+@pytest.mark.slow
 def test_max_edits_stops_the_evolution(workspace):
     from harnessctl.evolve.editors import make_editor
 
@@ -132,6 +135,7 @@ def test_max_edits_stops_the_evolution(workspace):
     assert result.edits[0].response.startswith("rule-based editor (offline, not an LLM)")
 
 
+@pytest.mark.slow
 def test_a_new_editor_setting_is_a_new_run_and_never_replaces_a_committed_sibling(engine_for):
     with OpenAIStub() as stub:
         stub.push(Reply(GOOD))
@@ -165,6 +169,7 @@ def test_a_stale_git_lock_is_named_in_one_line_before_any_work(engine_for, works
     assert engine.store.rollouts() == []
 
 
+@pytest.mark.slow
 def test_evolve_stops_with_exit_3_when_rollouts_fail_on_infrastructure(workspace):
     from typer.testing import CliRunner
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from harnessctl.evolve.directions import catalogue
 from harnessctl.evolve.editors import LLMEditor
 from harnessctl.evolve.engine import Engine, EvolveRequest
@@ -38,6 +40,7 @@ def no_secret(rows) -> bool:
     return all(SECRET not in (r.params_json or "") + (r.error or "") for r in rows)
 
 
+@pytest.mark.slow
 def test_llm_editor_calls_are_logged_with_their_edit(workspace):
     ws, base, evaluation = committed_workspace_eval(workspace, split="test", timeout_s=20)
     store = ws.open_store()

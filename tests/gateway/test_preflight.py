@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from typer.testing import CliRunner
 
 from harnessctl.cli import app
@@ -31,6 +32,7 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_a_missing_key_exits_2_in_seconds_naming_the_variable(workspace):
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     cmd = [sys.executable, "-m", "harnessctl.cli", "eval", "dbbench-base", "--rollouts", "1"]

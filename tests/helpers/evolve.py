@@ -12,6 +12,7 @@ from harnessctl.sandbox import Limits
 from harnessctl.suite import load_suite
 from harnessctl.vcs import ensure_repo
 from harnessctl.workspace import Workspace, load_workspace
+from tests.helpers import ROOT
 
 
 def committed_workspace_eval(
@@ -40,7 +41,7 @@ def example_workspace(path: Path) -> Path:
     ``workspace`` fixture makes), for fixtures broader than one test."""
     import shutil
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     (path / "harnesses").mkdir(parents=True)
     shutil.copytree(root / "harnesses" / "dbbench-base", path / "harnesses" / "dbbench-base")
     shutil.copytree(root / "examples" / "dbbench", path / "examples" / "dbbench")

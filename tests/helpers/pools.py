@@ -4,6 +4,7 @@ tests/helpers/openai_stub.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from harnessctl.workspace import init_workspace
 from tests.helpers.openai_stub import Reply
+from tests.helpers.worlds import World
 
 DIRECTIONS = "execution-recovery,context-construction,observation-shaping"
 
@@ -37,20 +39,22 @@ def build_pool(
     directions: str = DIRECTIONS,
     evolve: tuple = ("--rollouts", 2),
     profile: tuple = ("--rollouts", 2),
+    cache: World | None = None,
 ) -> tuple[Path, Path, list[str]]:
     """evolve -> profile -> export-pool of dbbench-base and its best siblings under ``root``:
     ``(workspace, pool directory, harness names)``. The defaults are the full run; fewer
     rollouts and a small batch (``evolve=("--rollouts", 1, "--batch", 4, ...)``) make a
-    pool in about 20 s."""
+    pool in about 20 s. With ``cache`` the workspace reads through that world's rollouts."""
     ws = root / "ws"
     init_workspace(ws)
-    evolved = json.loads(
-        cli(ws, "evolve", "dbbench-base", "--directions", directions, "--rounds", 1, *evolve,
-            "--json").stdout
-    )  # fmt: skip
-    names = ["dbbench-base", *sorted(v["name"] for v in evolved["best"].values())]
-    assert len(names) >= 3
-    cli(ws, "profile", *names, "--split", "train", *profile)
+    with cache.read_through() if cache is not None else contextlib.nullcontext():
+        evolved = json.loads(
+            cli(ws, "evolve", "dbbench-base", "--directions", directions, "--rounds", 1,
+                *evolve, "--json").stdout
+        )  # fmt: skip
+        names = ["dbbench-base", *sorted(v["name"] for v in evolved["best"].values())]
+        assert len(names) >= 3
+        cli(ws, "profile", *names, "--split", "train", *profile)
     out = root / "exported" / "dbbench-pool"
     cli(ws, "export-pool", "--name", "dbbench-pool", "--out", out)
     return ws, out, names

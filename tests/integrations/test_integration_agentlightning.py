@@ -18,6 +18,8 @@ from harnessctl.pool import Pool
 from tests.helpers.openai_stub import OpenAIStub
 from tests.helpers.pools import dbbench_record, dbbench_turns, vllm_reply
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 #: read at import: the autouse isolation fixture clears HARNESSCTL_* variables
 AGL = bool(os.environ.get("HARNESSCTL_TEST_AGL"))
 MODEL = "Qwen/Qwen2.5-7B-Instruct"

@@ -29,6 +29,8 @@ except ImportError:  # CI must run these: it fails there instead of skipping
 
 from harnessctl.localmodel import LocalModel, model_dir
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 MODEL_DIR = model_dir()  # read before the tests isolate HOME: the model is fetched once
 DBBENCH = ["--suite", "examples/dbbench", "--split", "dev"]
 TASKS = ["--task", "dev-000", "--task", "dev-021", "--task", "dev-045"]

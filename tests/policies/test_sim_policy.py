@@ -233,6 +233,7 @@ def _plan(orc: dict[str, Any], seed: int, skill: float = 0.5, **params: float) -
     return plan_episode(Task.from_oracle(orc), seed, effective_rates(skill, overrides))
 
 
+@pytest.mark.slow
 def test_calibration_plain_harness(plain_runs: dict[tuple[int, int], str]) -> None:
     rate = sum(o == "success" for o in plain_runs.values()) / len(plain_runs)
     assert 0.35 <= rate <= 0.55, rate
@@ -263,6 +264,7 @@ def _sample(mode: str) -> list[dict[str, Any]]:
     return pool[:: max(1, len(pool) // 6)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_each_mode_fails_and_only_its_feature_rescues(mode: str) -> None:
     rates = only(mode)

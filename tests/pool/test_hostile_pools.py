@@ -146,6 +146,7 @@ pool.route({"question": "q"}, failures=[])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "in_manifest,in_harness",
     [("os:abort", "os:abort"), ("dbbench", "os:abort"), (None, "os:abort")],

@@ -19,10 +19,12 @@ from tests.helpers.pools import (
     vllm_reply,
 )
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    return build_pool(tmp_path_factory.mktemp("pool"))
+def exported(dbbench_world, tmp_path_factory):
+    return build_pool(tmp_path_factory.mktemp("pool"), cache=dbbench_world)
 
 
 def test_export_verify_load_and_manifest(exported):

@@ -5,9 +5,6 @@ profiles built on `train`, routing judged on held-out `test` failures."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from dataclasses import replace
 from math import comb
 from pathlib import Path
@@ -23,27 +20,19 @@ from harnessctl.profiles.router import route
 from harnessctl.profiles.runner import load_profiles
 from harnessctl.run.evaluate import EvalRequest, evaluate
 from harnessctl.suite import load_suite
-from harnessctl.workspace import init_workspace, load_workspace
+from harnessctl.workspace import load_workspace
 from tests.helpers.openai_stub import OpenAIStub, Reply
+
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
 
 runner = CliRunner()
 SEEDS = 3  # held-out rollouts per test task
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory) -> Path:
-    root = init_workspace(tmp_path_factory.mktemp("profiles") / "ws").root
-    args = ["evolve", "dbbench-base", "--split", "train", "--rounds", "2", "--rollouts", "2"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "harnessctl.cli", *args, "--workers", "2", "--json"],
-        cwd=root,
-        env={**os.environ, "HARNESSCTL_WORKSPACE": str(root)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return root
+def ws(dbbench_world, tmp_path_factory) -> Path:
+    """A copy of the session's DBBench test evolve (train, 2 rounds, 2 seeds)."""
+    return dbbench_world.copy(tmp_path_factory.mktemp("profiles") / "ws")
 
 
 @pytest.fixture

@@ -83,6 +83,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_voters_through_litellm_reorder_and_bad_voters_are_ignored(litellm_loaded) -> None:
     params = {"api_key": "dummy"}
     with OpenAIStub(default=Reply(_votes)) as stub, OpenAIStub(default=Hang(5)) as slow:

@@ -39,6 +39,7 @@ def junit_cases(path):
     return {(c.get("classname"), c.get("name")): c.find("failure") for c in root.iter("testcase")}
 
 
+@pytest.mark.slow
 def test_shipped_harnesses_pass_their_baselines(checkout):
     proc = run(checkout, "--junit", checkout / "junit.xml")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -49,6 +50,7 @@ def test_shipped_harnesses_pass_their_baselines(checkout):
     assert "0 failed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_worse_variant_fails_with_a_clear_message(checkout):
     src = checkout / "harnesses" / "dbbench-base"
     dst = checkout / "harnesses" / "dbbench-noformat"
@@ -72,12 +74,14 @@ def test_a_worse_variant_fails_with_a_clear_message(checkout):
     assert run(checkout, "dbbench-noformat", "--fail-on-flips").returncode == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("offset", [10, 20])
 def test_unchanged_variant_does_not_flake_across_seeds(checkout, offset):
     proc = run(checkout, "dbbench-base", "--seed-offset", offset)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2(checkout):
     assert run(checkout, "dbbench-base", "--split", "nope").returncode == 2
     shutil.rmtree(checkout / "profiles" / "dbbench-base")

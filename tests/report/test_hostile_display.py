@@ -209,6 +209,7 @@ def chromium(tmp_path: Path, *args: str) -> str:
     return proc.stdout.decode("utf-8")
 
 
+@pytest.mark.slow
 def test_hostile_trajectory_text_leaves_the_report_viewer_working(tmp_path):
     """Finding 11: ``<!--<script>`` in a trajectory's text put the parser in its
     double-escaped script state, which swallowed the viewer's script: cells stopped

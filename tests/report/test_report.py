@@ -18,6 +18,8 @@ from harnessctl.workspace import init_workspace, load_workspace
 from tests.helpers import ROOT
 from tests.helpers.ci import unavailable
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 DIRECTIONS = ["execution-recovery", "context-construction", "observation-shaping"]
 CHROMIUM = "/usr/bin/chromium"
 REPO = ROOT
@@ -63,11 +65,12 @@ def record_rejected_edit(ws):
 
 
 @pytest.fixture(scope="module")
-def evolved(tmp_path_factory):
+def evolved(dbbench_world, tmp_path_factory):
     ws = tmp_path_factory.mktemp("report") / "ws"
     init_workspace(ws)
     args = ["evolve", "dbbench-base", "--split", "train", "--rounds", "1", "--rollouts", "2"]
-    proc = cli(ws, *args, "--directions", ",".join(DIRECTIONS), "--json")
+    with dbbench_world.read_through():  # the base's rollouts are the world's
+        proc = cli(ws, *args, "--directions", ",".join(DIRECTIONS), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout[proc.stdout.index("{") :])
     record_rejected_edit(ws)

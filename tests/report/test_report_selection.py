@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from harnessctl.workspace import init_workspace, load_workspace
 
 
@@ -20,6 +22,7 @@ def cli(ws, *args):
     return proc
 
 
+@pytest.mark.slow
 def test_a_harness_whose_rollouts_carry_another_splits_label_has_its_row(tmp_path):
     ws = tmp_path / "ws"
     init_workspace(ws)

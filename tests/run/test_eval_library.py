@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from harnessctl.policy import Policy
 from harnessctl.run.evaluate import evaluate
 from harnessctl.sandbox import Limits
@@ -16,6 +18,7 @@ from tests.helpers.evals import eval_request as request
 from tests.helpers.openai_stub import Fail, OpenAIStub, Reply
 
 
+@pytest.mark.slow
 def test_upstream_failure_is_an_infra_error_not_a_task_failure(workspace):
     store = load_workspace(workspace).open_store()
     with OpenAIStub(default=Fail(500, "upstream down")) as stub:
@@ -50,6 +53,7 @@ def test_a_real_endpoint_policy_goes_through_the_same_path(workspace):
     assert "dummy" not in str(store.trajectory(row).calls[0].params)  # keys redacted
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_without_redoing_finished_rollouts(workspace):
     cmd = [
         sys.executable,
@@ -126,6 +130,7 @@ def test_a_refused_policy_parameter_stops_the_run_and_stores_no_outcome(workspac
     assert store.run(attempts[0].run_id).status == "failed"
 
 
+@pytest.mark.slow
 def test_two_concurrent_evals_on_one_store_execute_each_rollout_once(workspace):
     tasks = [
         x for t in ["dev-000", "dev-004", "dev-020", "dev-030", "dev-045"] for x in ("--task", t)

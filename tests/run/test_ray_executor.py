@@ -30,6 +30,8 @@ from harnessctl.workspace import init_workspace, load_workspace
 from tests.helpers.ci import unavailable
 from tests.helpers.ray import TASK_PROCESS, TASKS, fresh_store, outcomes, request
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 
 @pytest.fixture(scope="module")
 def ray_cluster():

@@ -24,6 +24,8 @@ from tests.helpers.ray import (
     request,
 )
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 
 @pytest.fixture(scope="module")
 def two_nodes():

@@ -26,6 +26,7 @@ def rollout(stub, limits):
         return session.run(harness, task, 0, policy)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_wait_s", [1800.0, 0.0])
 def test_slow_model_calls_are_not_the_harness_s_time(max_wait_s):
     """Two calls of 2.5 s each against a 3 s limit: the harness's own time is well under it,

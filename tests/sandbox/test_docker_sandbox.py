@@ -33,6 +33,7 @@ def my_containers(client) -> list:
     )
 
 
+@pytest.mark.slow
 def test_eval_in_docker_matches_local_and_leaves_no_container(workspace, docker_engine):
     result, data = eval_json(
         "dbbench-base", "--sandbox", "docker", "--rollouts", 1, *task_flags(TASKS)
@@ -112,6 +113,7 @@ def test_missing_image_names_the_build_script(docker_engine, tmp_path):
     assert "build-runtime-image.sh" in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_container_killed_mid_run_is_an_infra_error_then_retried(workspace, docker_engine):
     """Kill every container of the run while rollouts sleep: retried on fresh containers."""
     from tests.helpers.cli import make_variant
@@ -181,6 +183,7 @@ def test_fresh_mode_from_the_environment(monkeypatch):
     assert DockerSandbox(fresh=True).fresh is True
 
 
+@pytest.mark.slow
 def test_fresh_container_flag_runs_each_rollout_in_its_own_container(workspace, docker_engine):
     warm, warm_data = eval_json(
         "dbbench-base", "--sandbox", "docker", "--rollouts", 1, *task_flags(TASKS[:3])

@@ -254,6 +254,7 @@ def assert_common(seen: dict) -> None:
     assert seen["leftovers"] == [], "processes outlived their rollout"
 
 
+@pytest.mark.slow
 def test_docker_contains_every_attack(workspace, docker_engine, monkeypatch):  # noqa: F811
     seen = run_battery(workspace, "docker", monkeypatch)
     assert_common(seen)
@@ -266,6 +267,7 @@ def test_docker_contains_every_attack(workspace, docker_engine, monkeypatch):  #
     assert seen["isolation"]["network"] == "none" and seen["isolation"]["backend"] == "docker"
 
 
+@pytest.mark.slow
 def test_local_backend_battery_records_what_it_cannot_give(workspace, monkeypatch):
     seen = run_battery(workspace, "local", monkeypatch)
     assert_common(seen)

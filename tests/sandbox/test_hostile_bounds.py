@@ -41,6 +41,8 @@ from harnessctl.suite import load_suite
 from tests.helpers import ROOT
 from tests.helpers.ci import unavailable
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 DBBENCH = ROOT / "examples" / "dbbench"
 TOY = ROOT / "examples" / "toyenv"
 MUTATION = "dev-020"  # INSERT into "School Location Table": host scoring hashes the table

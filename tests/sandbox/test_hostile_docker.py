@@ -48,6 +48,8 @@ from harnessctl.sandbox.docker_reaper import (
 from harnessctl.suite import load_suite
 from tests.helpers import ROOT
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 SUITE = ROOT / "examples" / "dbbench"
 BASE = ROOT / "harnesses" / "dbbench-base"
 SECRET = "sk-hostile-docker-should-never-leak"

@@ -243,6 +243,7 @@ def test_local_backend_contains_the_harness(workspace, decoys, monkeypatch):
             assert shadow_line is None or shadow_line not in blob, path
 
 
+@pytest.mark.slow
 def test_fallback_is_loud_and_refuses_editor_written_harnesses(workspace, monkeypatch):
     hostile_harness(workspace, "child", {"secret": SECRET}, untrusted=True)
     monkeypatch.setenv("HARNESSCTL_BWRAP", "/nonexistent/bwrap")
@@ -361,6 +362,7 @@ def test_run_directories_of_a_dead_run_are_reaped(tmp_path):
     assert live.exists() and unmarked.exists() and other.exists()
 
 
+@pytest.mark.slow
 def test_a_sigkilled_run_leaves_nothing_the_next_run_keeps(workspace):
     """A whole eval killed with SIGKILL mid-rollout; the next run removes what it left."""
     script = (
@@ -426,6 +428,7 @@ def test_gateway_reads_no_body_without_a_valid_token():
         assert _rss_mb() - before < 100
 
 
+@pytest.mark.slow
 def test_gateway_caps_connections(monkeypatch):
     """At the cap a new connection closes the oldest one still sending its headers (issue
     #24: slow clients must not starve other rollouts); when every connection is past its

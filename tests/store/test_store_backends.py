@@ -178,6 +178,7 @@ def test_migrations_applied_once_and_reopen_is_noop(backend: str, tmp_path: Path
         engine.dispose()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)  # SQLite: BEGIN IMMEDIATE
 def test_postgres_migrators_queue_on_an_advisory_lock(backend: str) -> None:
     holder = create_engine(backend)
@@ -548,6 +549,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_processes_racing_on_a_fresh_store(backend: str, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     procs = [

@@ -115,6 +115,7 @@ def _atif_invariants(doc: dict) -> None:
             assert result.get("source_call_id") in ids | {None}
 
 
+@pytest.mark.slow
 def test_atif_export_validates_against_harbors_schema(evaluated, tmp_path):
     workspace, store, run = evaluated
     out = tmp_path / "atif"
@@ -196,6 +197,7 @@ def test_bad_selection_exits_nonzero(workspace, tmp_path):
     assert none.exit_code != 0 and "no stored rollout" in none.output
 
 
+@pytest.mark.slow
 def test_a_host_served_environments_steps_are_exported(tmp_path, monkeypatch):
     """The toy environment (examples/toyenv) is served from the host: each recorded reset
     and step becomes an ``execute_tool`` span at its own start time, and ATIF carries them."""

@@ -231,6 +231,7 @@ def served(populated):
         yield workspace, store, hostile, url
 
 
+@pytest.mark.slow
 def test_viewer_in_headless_chromium(served, tmp_path):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
@@ -303,6 +304,7 @@ def test_viewer_in_headless_chromium(served, tmp_path):
         browser.close()
 
 
+@pytest.mark.slow
 def test_the_command_serves_on_loopback(populated):
     import httpx
 
@@ -390,6 +392,7 @@ def _two_runs(store) -> tuple[str, str]:
     return "runa0000", "runb0000"
 
 
+@pytest.mark.slow
 def test_two_runs_compared_side_by_side_in_chromium(workspace, tmp_path):
     from starlette.testclient import TestClient
 

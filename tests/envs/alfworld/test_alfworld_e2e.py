@@ -23,7 +23,7 @@ from tests.helpers.workspaces import isolated_workspace
 
 # the module fixture runs a whole evolve over the games (about 3.5 min on a quiet 2-core
 # machine): the first test pays for it, so its limit is wider than the suite default
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 try:
     import alfworld  # noqa: F401  (the `alfworld` extra; .ci/run installs it)

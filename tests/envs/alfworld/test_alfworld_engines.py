@@ -138,6 +138,7 @@ def test_an_engine_that_dies_fails_its_episode_only(tasks):
         again.close()
 
 
+@pytest.mark.slow
 def test_idle_engines_are_closed(tasks, monkeypatch):
     monkeypatch.setattr(play, "IDLE_S", 0.5)
     game = play.Game(tasks[4].record, memo=False)  # an engine, whatever earlier tests memoised
@@ -168,6 +169,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ending", ["exit", "raise", "ctrl-c", "sigkill"])
 def test_no_engine_outlives_its_host(ending, tmp_path):
     mark = f"HXTEST_ENGINE_MARK={uuid.uuid4().hex}"

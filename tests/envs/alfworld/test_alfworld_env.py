@@ -66,6 +66,7 @@ def test_each_walkthrough_wins_and_nothing_gold_reaches_the_harness(env, tasks, 
             episode.close()
 
 
+@pytest.mark.slow
 def test_shuffled_or_empty_walkthroughs_do_not_win(env, tasks, tmp_path):
     rng = random.Random(7)
     for task in tasks[::12]:
@@ -107,6 +108,7 @@ def test_a_command_the_game_does_not_accept_is_marked_and_the_function_form_work
         episode.close()
 
 
+@pytest.mark.slow
 def test_answers_are_the_same_from_memory_and_from_the_game(tasks):
     """The memo serves an answer only where the game would give the same one."""
     from harnessctl.envs.alfworld.play import Game
@@ -176,6 +178,7 @@ def test_a_game_the_engine_cannot_load_raises_and_spoils_no_later_game(env, task
         good.close()
 
 
+@pytest.mark.slow
 def test_through_the_gateway_a_blank_command_is_a_step_and_the_50th_is_done(env, tasks):
     """A blank command is answered as ALFWorld answers it (with the admissible commands) and
     counts in the episode's steps and the gateway's step budget alike; the 50th step without

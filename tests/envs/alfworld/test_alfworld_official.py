@@ -32,6 +32,8 @@ import pytest
 from harnessctl.envs import get_environment
 from tests.helpers import ROOT
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 try:
     from alfworld.agents.environment.alfred_tw_env import AlfredTWEnv
 except ImportError:  # CI must run these: it fails there instead of skipping

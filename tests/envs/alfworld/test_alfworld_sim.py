@@ -97,6 +97,7 @@ def test_a_skilled_sim_wins_every_game_it_is_given(games):
         assert play(env, task, 0, {"skill": 1.0}) == "success"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["format", "phrasing", "loop", "drift"])
 def test_each_mode_fails_the_plain_protocol_and_only_its_repair_rescues_it(games, mode):
     env, tasks = games

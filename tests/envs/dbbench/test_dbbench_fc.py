@@ -56,6 +56,7 @@ def test_it_speaks_agentbench_function_calling_protocol(tmp_path, dbbench_runtim
     )
 
 
+@pytest.mark.slow
 def test_replay_solves_every_dev_task_with_function_calls(workspace):
     """Every dev task through the gateway, the sandboxed SQL tool and the scorer; the text
     harness's scores of the same query answers are identical (one scorer for both)."""
@@ -129,6 +130,7 @@ def sim_episode(harness_dir: Path, task, seed: int, workdir: Path, params=None):
     return state.status, ENV.score(task, workdir, state.answer).success
 
 
+@pytest.mark.slow
 def test_sim_answers_with_calls_and_fails_as_it_does_in_text(tmp_path, dbbench_runtime):
     """The sim decides the same under either protocol: per (task, seed), the function-calling
     harness ends and scores exactly as the text harness does."""
@@ -187,6 +189,7 @@ def repaired(repair_id: str, dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", sorted(RESCUES))
 def test_each_fc_repair_rescues_its_failure_mode(mode, tmp_path, dbbench_runtime):
     only = {f"rate_{m}": 1.0 if m == mode else 0.0 for m in MODES}

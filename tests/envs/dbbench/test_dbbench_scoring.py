@@ -31,6 +31,7 @@ def test_dev_split_loads_completely():
     assert (len(MUTATIONS), len(QUERIES)) == (40, 20)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", MUTATIONS, ids=[t.id for t in MUTATIONS])
 def test_reference_sql_reproduces_answer_md5(task: Task, tmp_path):
     ENV.prepare(task, tmp_path)

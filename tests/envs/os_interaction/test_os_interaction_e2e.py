@@ -14,7 +14,7 @@ from tests.helpers.os_env import require_os_image
 from tests.helpers.workspaces import isolated_workspace
 
 require_os_image()
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 SUITE = ROOT / "examples" / "os_interaction"
 #: The one dev task that AgentBench's own scoring cannot pass: `du -sh` prints "8.0K" and

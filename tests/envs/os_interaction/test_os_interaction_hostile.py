@@ -32,6 +32,7 @@ def episode():
         assert gone.returncode != 0
 
 
+@pytest.mark.slow
 def test_a_command_that_never_ends_is_stopped_and_the_shell_goes_on(episode):
     env, played = episode
     played.step("bash", "cd /usr && export MARK=kept", None)
@@ -51,6 +52,7 @@ def test_a_command_that_never_ends_is_stopped_and_the_shell_goes_on(episode):
     assert [e["limit"] for e in detail["events"]] == ["timeout", "timeout", "timeout"]
 
 
+@pytest.mark.slow
 def test_a_fork_bomb_is_held_by_the_pids_limit_and_stopped(episode):
     env, played = episode
     limit = subprocess.run(
@@ -75,6 +77,7 @@ def test_a_fork_bomb_is_held_by_the_pids_limit_and_stopped(episode):
     assert "python3" in played.step("bash", "ps -eo args", None).observation  # `start` runs
 
 
+@pytest.mark.slow
 def test_filling_the_disk_is_stopped_and_recorded(episode):
     env, played = episode
     big = played.step("bash", "head -c 200M /dev/zero > /root/big; ls -l /root/big", None)
@@ -158,6 +161,7 @@ def _hostile_harness(tmp_path):
     return dst
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["local", "docker"])
 def test_a_hostile_harness_reaches_the_task_container_only_through_the_actions(tmp_path, sandbox):
     import json

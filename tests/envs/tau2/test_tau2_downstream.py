@@ -26,7 +26,7 @@ from tests.helpers.ci import unavailable
 from tests.helpers.cli import cli, cli_json
 from tests.helpers.workspaces import isolated_workspace
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 try:
     import tau2  # noqa: F401  (the `tau2` extra; .ci/run installs it)

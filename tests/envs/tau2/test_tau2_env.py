@@ -107,6 +107,7 @@ def test_prepare_writes_the_policy_and_tool_schemas_and_no_gold(env, tmp_path):
     assert "evaluation_criteria" not in text and "user_scenario" not in text
 
 
+@pytest.mark.slow
 def test_the_scripted_user_follows_its_rules(env):
     task = next(t for t in env.load_tasks(TASKS).tasks if t.id == "airline-16")
     episode = env.open_episode(task, 0)
@@ -136,6 +137,7 @@ def _stop_at_once(env, task):
 # suite's each (tests/envs/tau2/test_tau2_e2e.py replays their test split through the
 # rollout path; the whole splits' counts are in docs/tau2.md, from this check run over every task:
 # HARNESSCTL_TEST_TAU2_ALL=1)
+@pytest.mark.slow
 @pytest.mark.parametrize("domain", ["airline", "retail", "telecom"])
 def test_the_gold_replayed_scores_as_tau2_scores_the_gold_and_the_empty_run(env, domain):
     if domain == "telecom" or os.environ.get("HARNESSCTL_TEST_TAU2_ALL"):

@@ -63,6 +63,7 @@ class _Judge(ModelAccess):
         return ModelReply(self.answer(messages), cost_usd=0.002)
 
 
+@pytest.mark.slow
 def test_the_judges_verdicts_count_where_the_basis_holds_nl_assertions():
     body = airline_24()
     assertions = body["evaluation_criteria"]["nl_assertions"]
@@ -96,6 +97,7 @@ def test_the_judges_verdicts_count_where_the_basis_holds_nl_assertions():
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "answer, said",
     [
@@ -148,6 +150,7 @@ def write_suite(ws: Path, stub: OpenAIStub) -> str:
     return str(suite.relative_to(ws))
 
 
+@pytest.mark.slow
 def test_the_judge_is_called_through_the_rollout_path_and_recorded_apart(ws):
     assertions = airline_24()["evaluation_criteria"]["nl_assertions"]
     with OpenAIStub() as stub:
@@ -179,6 +182,7 @@ def test_the_judge_is_called_through_the_rollout_path_and_recorded_apart(ws):
             assert SECRET.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.slow
 def test_a_judge_that_answers_nonsense_is_an_infra_error_of_the_rollout(ws):
     with OpenAIStub() as stub:
         stub.default = Reply("I think the agent was fine.")

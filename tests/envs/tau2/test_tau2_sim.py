@@ -324,6 +324,7 @@ def test_write_tools_are_the_tools_tau2_marks_write():
     assert marked == WRITE_TOOLS
 
 
+@pytest.mark.slow
 @needs_tau2
 def test_hasty_fails_taus_database_check_and_confirm_writes_fixes_it(tmp_path):
     params = {**{f"rate_{m}": 0.0 for m in MODES}, "rate_hasty": 1.0}
@@ -337,6 +338,7 @@ def test_hasty_fails_taus_database_check_and_confirm_writes_fixes_it(tmp_path):
     assert len(asked) == 2  # both of the task's writes (an address, then items) confirmed
 
 
+@pytest.mark.slow
 @needs_tau2
 @pytest.mark.parametrize(
     ("task_id", "check"),
@@ -358,6 +360,7 @@ def test_stop_fails_taus_check_and_closing_check_fixes_it(tmp_path, task_id, che
     assert [t.reply for t in turns].count(GOODBYE) == 1  # held back once, then the right end
 
 
+@pytest.mark.slow
 @needs_tau2
 def test_forget_slips_a_fact_of_the_first_message_and_restate_facts_fixes_it(tmp_path):
     params = {**{f"rate_{m}": 0.0 for m in MODES}, "rate_forget": 1.0}

@@ -154,6 +154,7 @@ def _replay(env, task):
 # tau2's solo environment builds every tool's pydantic model (~0.1 s a construction, seven
 # per task here): telecom's `small` split (20 tasks, ~15 s) by default; its `base` (114) and
 # `full` (2285) splits with HARNESSCTL_TEST_TAU2_ALL=1 (the counts are in docs/tau2.md)
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "split", ["base", "full"] if os.environ.get("HARNESSCTL_TEST_TAU2_ALL") else ["small"]
 )
@@ -204,6 +205,7 @@ def ws(tmp_path_factory):
         yield root
 
 
+@pytest.mark.slow
 def test_replay_solves_every_solo_task_through_the_rollout_path(ws):
     args = ["eval", "tau2-base", "--suite", SOLO_SUITE, "--rollouts", 1]
     summary = cli_json(ws, *args, "--policy", "replay/tau2")["summary"]

@@ -61,6 +61,7 @@ def write_suite(ws: Path, stub: OpenAIStub) -> str:
     return str(suite.relative_to(ws))
 
 
+@pytest.mark.slow
 def test_model_user_is_recorded_apart_and_outside_the_agent_budget(ws):
     with OpenAIStub() as stub:
         stub.reply(OPENING, prompt_tokens=900, completion_tokens=12)
@@ -115,6 +116,7 @@ def test_model_user_is_recorded_apart_and_outside_the_agent_budget(ws):
     assert "env:user: 2 model calls of the environment, tokens 2300+21" in shown
 
 
+@pytest.mark.slow
 def test_a_user_model_that_refuses_the_key_stops_the_run_naming_it(ws):
     with OpenAIStub(default=Fail(401, "Incorrect API key provided")) as stub:
         suite = write_suite(ws, stub)

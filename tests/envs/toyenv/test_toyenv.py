@@ -24,6 +24,8 @@ from tests.helpers.ci import unavailable
 from tests.helpers.cli import cli, cli_json
 from tests.helpers.workspaces import isolate
 
+pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
+
 try:
     import toyenv  # noqa: F401  (installed by the README's test command)
 except ImportError:  # CI must run these: it fails there instead of skipping

@@ -1,0 +1,80 @@
+"""Session worlds: each environment's costly evolve runs once per test session, in a
+workspace of its own, and every module that needs its results gets a copy of that workspace
+(a copy, not a re-run: a module's tests may change theirs freely).
+
+A world is also a read-through rollout cache (``HARNESSCTL_CACHE_FROM``, ``read_through``):
+a module whose own run differs from the world's (fewer rounds, other directions, more seeds)
+reads through it from a fresh workspace and runs only the rollouts the world does not hold.
+Tests that must exercise a fresh run (a kill -9 and resume, another executor, a hostile
+harness) keep their own runs and never read through.
+
+The fixtures are in ``tests/conftest.py`` (``dbbench_world``); every test that uses one is
+in the slow tier (``-m slow``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harnessctl.constants import ENV_CACHE_FROM
+
+DBBENCH_EVOLVE = ("evolve", "dbbench-base", "--split", "train", "--rounds", 2, "--rollouts", 2)
+"""DBBench's test evolve: the train split, two rounds, two seeds (the README's command with
+fewer rounds and seeds), which the evolve, profile and report tests share."""
+
+
+@dataclass(frozen=True)
+class World:
+    """A finished workspace and what its costly command printed (``--json``)."""
+
+    root: Path
+    result: dict
+    seconds: float
+    """How long the command took (the session's log shows it)."""
+
+    def copy(self, dest: Path) -> Path:
+        """A copy of the workspace at ``dest`` (git repository, harnesses, store and
+        trajectories), for one module to change as it likes."""
+        shutil.copytree(self.root, dest, symlinks=True)
+        return dest
+
+    @contextlib.contextmanager
+    def read_through(self) -> Iterator[None]:
+        """Within the block, every store reads through this world (``HARNESSCTL_CACHE_FROM``,
+        so no workspace's tracked config changes)."""
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(ENV_CACHE_FROM, str(self.root))
+            yield
+
+
+def run_json(ws: Path, *args, timeout: float = 900) -> dict:
+    """``harnessctl ARGS --json`` in a subprocess in ``ws``, as a user runs it; its JSON."""
+    env = {**os.environ, "HARNESSCTL_WORKSPACE": str(ws)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "harnessctl.cli", *map(str, args), "--json"],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout[proc.stdout.index("{") :])
+
+
+def build_world(ws: Path, *args, timeout: float = 900) -> World:
+    """Run ``harnessctl ARGS --json`` in the workspace ``ws`` (already made) as a world."""
+    start = time.monotonic()
+    result = run_json(ws, *args, timeout=timeout)
+    return World(ws, result, time.monotonic() - start)
