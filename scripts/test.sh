@@ -42,5 +42,8 @@ phase "environments installed"
 HARNESSCTL_TEST_ART=1 HARNESSCTL_TEST_AGL=1 .venv-art/bin/python -m pytest -q \
     tests/integrations/test_integration_art.py tests/integrations/test_integration_agentlightning.py
 phase "ART and Agent Lightning tests done"
-.venv/bin/python -m pytest -q
+# two test processes, each module whole in one (its module fixtures built once); the session
+# worlds are built once for both (tests/helpers/worlds.py). On two cores one process left
+# them a third idle: waits on sandboxes, servers and subprocesses (docs/decisions.md)
+.venv/bin/python -m pytest -q -n 2 --dist loadfile
 phase "all tests done"

@@ -74,8 +74,14 @@ def small_pool(tmp_path_factory):
     """One small exported DBBench pool (base and two siblings, built on the offline sim
     policy) shared by the trainer integration tests: ``(workspace, pool dir, names)``."""
     from tests.helpers.pools import SMALL_POOL, build_pool
+    from tests.helpers.worlds import once_per_session
 
-    return build_pool(tmp_path_factory.mktemp("smallpool"), **SMALL_POOL)
+    def make(where: Path) -> dict:
+        ws, out, names = build_pool(where, **SMALL_POOL)
+        return {"ws": str(ws), "out": str(out), "names": names}
+
+    made = once_per_session(tmp_path_factory, "smallpool", make)
+    return Path(made["ws"]), Path(made["out"]), made["names"]
 
 
 @pytest.fixture(scope="session")
@@ -110,10 +116,13 @@ def dbbench_world(tmp_path_factory):
     (``.read_through``)."""
     from harnessctl.workspace import init_workspace
     from tests.helpers.workspaces import isolate
-    from tests.helpers.worlds import DBBENCH_EVOLVE, build_world
+    from tests.helpers.worlds import DBBENCH_EVOLVE, World, build_world, once_per_session
 
-    root = tmp_path_factory.mktemp("world-dbbench") / "ws"
-    with pytest.MonkeyPatch.context() as mp:
-        isolate(mp, tmp_path_factory.mktemp("home"), root)
-        init_workspace(root)  # as `harnessctl init` leaves it: nothing uncommitted
-        return build_world(root, *DBBENCH_EVOLVE, "--workers", 2)
+    def make(where: Path) -> dict:
+        root = where / "ws"
+        with pytest.MonkeyPatch.context() as mp:
+            isolate(mp, where / "home", root)
+            init_workspace(root)  # as `harnessctl init` leaves it: nothing uncommitted
+            return build_world(root, *DBBENCH_EVOLVE, "--workers", 2).to_json()
+
+    return World.from_json(once_per_session(tmp_path_factory, "world-dbbench", make))

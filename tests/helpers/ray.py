@@ -30,3 +30,18 @@ def request(ws: Path, **kw) -> EvalRequest:
 def fresh_store(path: Path) -> Store:
     path.mkdir(parents=True)
     return Store(f"sqlite:///{path / 'store.db'}", path / "trajectories")
+
+
+def ancestors(pid: int, depth: int = 4) -> list[int]:
+    """The parent pids of ``pid``, nearest first, up to ``depth``: a Ray worker is ours when
+    our raylet (or this process, which started the cluster) is among them (another test
+    process may run a cluster of its own beside ours, under ``-n``)."""
+    found = []
+    for _ in range(depth):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            break
+        pid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        found.append(pid)
+    return found

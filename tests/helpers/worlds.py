@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +42,13 @@ class World:
     result: dict
     seconds: float
     """How long the command took (the session's log shows it)."""
+
+    def to_json(self) -> dict:
+        return {"root": str(self.root), "result": self.result, "seconds": self.seconds}
+
+    @classmethod
+    def from_json(cls, data: dict) -> World:
+        return cls(Path(data["root"]), data["result"], data["seconds"])
 
     def copy(self, dest: Path) -> Path:
         """A copy of the workspace at ``dest`` (git repository, harnesses, store and
@@ -71,6 +78,34 @@ def run_json(ws: Path, *args, timeout: float = 900) -> dict:
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads(proc.stdout[proc.stdout.index("{") :])
+
+
+def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A directory for ``name`` that every test process of this session shares: the session's
+    base temp directory, or under ``-n`` (pytest-xdist) the one above the workers' own."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    path = base / name
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def once_per_session(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], dict]
+) -> dict:
+    """``make(directory)`` run once per test session, whatever the number of test processes:
+    the first to get here runs it while the others wait on a file lock, then every process
+    reads what it returned (JSON)."""
+    import fcntl
+
+    where = shared_dir(tmp_path_factory, name)
+    done = where / "made.json"
+    with open(where / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            done.write_text(json.dumps(make(where)))
+        return json.loads(done.read_text())
 
 
 def build_world(ws: Path, *args, timeout: float = 900) -> World:

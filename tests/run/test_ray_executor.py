@@ -28,7 +28,7 @@ from harnessctl.store import Store
 from harnessctl.suite import load_suite
 from harnessctl.workspace import init_workspace, load_workspace
 from tests.helpers.ci import unavailable
-from tests.helpers.ray import TASK_PROCESS, TASKS, fresh_store, outcomes, request
+from tests.helpers.ray import TASK_PROCESS, TASKS, ancestors, fresh_store, outcomes, request
 
 pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
 
@@ -90,7 +90,11 @@ def _kill_one_running_task(after: int, store: Store, killed: list[int], stop: th
     while not stop.is_set() and not killed:
         for proc in Path("/proc").iterdir():
             try:
-                if proc.name.isdigit() and (proc / "cmdline").read_bytes().startswith(TASK_PROCESS):
+                if (
+                    proc.name.isdigit()
+                    and (proc / "cmdline").read_bytes().startswith(TASK_PROCESS)
+                    and os.getpid() in ancestors(int(proc.name), depth=6)  # our cluster's
+                ):
                     os.kill(int(proc.name), signal.SIGKILL)
                     killed.append(int(proc.name))
                     return

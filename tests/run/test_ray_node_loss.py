@@ -23,6 +23,7 @@ from tests.helpers.ray import (
     outcomes,
     request,
 )
+from tests.helpers.ray import ancestors as _ancestors
 
 pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
 
@@ -55,18 +56,6 @@ def two_nodes():
     yield cluster, worker
     ray.shutdown()
     cluster.shutdown()
-
-
-def _ancestors(pid: int, depth: int = 4) -> list[int]:
-    found = []
-    for _ in range(depth):
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            break
-        pid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
-        found.append(pid)
-    return found
 
 
 def _running_a_rollout(node) -> bool:
