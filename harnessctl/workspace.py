@@ -210,6 +210,7 @@ workers: 2
 # executor: ray   # one Ray task per rollout (pip install 'harnessctl[ray]'); default local
 # policy: openai/gpt-4o-mini   # any litellm model string; default sim/<env>, a test double
 # store_url: postgresql+psycopg://user@host/db   # default: SQLite in .harnessctl/
+# cache_from: [../team-cache]   # read-through rollout caches, read-only (docs/store.md)
 """
 
 

@@ -19,6 +19,7 @@ from harnessctl.store import Store
 from harnessctl.suite import load_suite
 from harnessctl.workspace import load_workspace
 from tests.helpers import BASE_HARNESS, EXAMPLE_SUITE
+from tests.helpers.cli import invoke
 
 TASKS = ["dev-000", "dev-020", "dev-045"]
 
@@ -87,6 +88,12 @@ def test_a_workspace_reads_through_the_caches_it_is_pointed_at(cache, workspace,
     with load_workspace(workspace).open_store() as store:
         assert store.cache_from == [cache]
         assert evaluate(_request(), store).cached == 6
+    listed = invoke("rollouts", "--json")
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.stdout)["rollouts"]
+    assert len(rows) == 6 and {r["origin"] for r in rows} == {str(cache)}
+    table = invoke("rollouts")
+    assert "from cache" in table.stdout and str(cache)[:20] in table.stdout.replace("\n", "")
     monkeypatch.setenv("HARNESSCTL_CACHE_FROM", "")  # the variable wins, even empty
     assert load_workspace(workspace).cache_from() == []
 
