@@ -82,12 +82,12 @@ def task_key(pool, task, policy, *, group_size: int, k: int, seed: int) -> str:
     pool's harnesses (names, roles, content hashes), the task's content, the policy (id and,
     for a test double, its code version) with the environment's runtime, and the settings."""
     from ..envs import get_environment
-    from ..run.key import runtime_of
+    from ..harness import rollout_version
 
     harnesses = sorted(
         (h.get("name"), h.get("role"), h.get("hash")) for h in pool.manifest["harnesses"]
     )
-    runtime = runtime_of(get_environment(task.env), policy)
+    runtime = rollout_version(get_environment(task.env), policy.model)
     blob = json.dumps(
         [RESCUE_SIM_VERSION, harnesses, task.content_hash, policy.id, runtime, group_size, k, seed]
     )

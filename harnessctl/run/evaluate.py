@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from ..constants import INFRA_RETRIES
 from ..envs import Task, TaskProblem
 from ..errors import InfraError
-from ..harness import HarnessSpec, check_environment
+from ..harness import HarnessSpec, check_environment, rollout_version
 from ..policy import Policy
 from ..sandbox import Limits
 from ..suite import Suite
@@ -29,7 +29,7 @@ from ..summary import EvalRecord, SkippedTask, Summary, summarize
 from .budget import resolve_budgets
 from .checks import check_policy_environment, check_task_ids
 from .executor import EXECUTORS, Pending, Progress, check_executor
-from .key import RolloutInputs, runtime_of
+from .key import RolloutInputs
 
 CLAIM_POLL_S = 1.0
 """How often a run waiting for another run's rollouts looks for them."""
@@ -128,9 +128,8 @@ def request_inputs(
     request: EvalRequest, *, runtime: str, task: Task | None = None, seed: int = 0
 ) -> RolloutInputs:
     """The inputs of the rollout of ``task`` at ``seed`` under ``request`` (``runtime`` from
-    :func:`runtime_of`, computed once per request)."""
+    ``harness.rollout_version``, computed once per request)."""
     from .. import bounds
-    from .budget import resolve_budgets
 
     env = request.suite.environment
     budgets = resolve_budgets(env, max_calls=request.max_calls, max_tokens=request.max_tokens)
@@ -171,7 +170,7 @@ def evaluate(
         check_task_ids(request.task_ids, [t.id for t in tasks], request.split)
         wanted = set(request.task_ids)
         tasks = [t for t in tasks if t.id in wanted]
-    runtime = runtime_of(suite.environment, request.policy)
+    runtime = rollout_version(suite.environment, request.policy.model)
     inputs = request_inputs(request, runtime=runtime)  # each job's differs in task and seed
     harness = request.harness
     if request.pairs is not None:

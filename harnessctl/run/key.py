@@ -14,13 +14,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..sandbox import Limits
-
-if TYPE_CHECKING:
-    from ..envs import Environment
-    from ..policy import Policy
 
 KEY_VERSION = 2
 """Bumped when the key's recipe changes (every key changes with it)."""
@@ -39,8 +35,9 @@ class RolloutInputs:
     seed: int
     """The rollout's seed: the offline policies' draws, and the seed sent upstream."""
     runtime: str
-    """Code version: the runtime protocol and sources, the environment's version (its
-    sandbox code's hash for an in-sandbox kind), an offline policy's code version."""
+    """Code version (``harness.rollout_version``): the runtime protocol and sources, the
+    environment's version (its sandbox code's hash for an in-sandbox kind), an offline
+    policy's code version."""
     env_options: dict[str, Any] = field(default_factory=dict)
     """The suite's ``env_options``: the same task scored otherwise is another rollout."""
     limits: Limits = field(default_factory=Limits)
@@ -60,10 +57,3 @@ class RolloutInputs:
             [KEY_VERSION, asdict(self)], sort_keys=True, separators=(",", ":"), default=str
         )
         return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def runtime_of(env: Environment, policy: Policy) -> str:
-    """The code-version part of the key (``harness.rollout_version``)."""
-    from ..harness import rollout_version
-
-    return rollout_version(env, policy.model)

@@ -22,10 +22,9 @@ from pathlib import Path
 
 from ..envs import Task, get_environment
 from ..errors import ConfigError, HarnessctlError, InfraError
-from ..harness import HarnessSpec, load_harness
+from ..harness import HarnessSpec, load_harness, rollout_version
 from ..policy import Policy
 from ..trees import read_tree
-from .key import runtime_of
 from .session import RolloutRecord, RolloutSession
 
 
@@ -63,7 +62,7 @@ _harnesses: dict[str, HarnessSpec] = {}
 
 def run_rollout(job: NodeJob, bundle: HarnessBundle) -> RolloutRecord:
     """Run ``job`` on this node; a version or content mismatch is a ``ConfigError``."""
-    here = runtime_of(get_environment(job.env_kind, **job.env_options), job.policy)
+    here = rollout_version(get_environment(job.env_kind, **job.env_options), job.policy.model)
     if here != job.runtime:
         raise ConfigError(
             f"node {os.uname().nodename}",

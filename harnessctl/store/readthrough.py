@@ -18,6 +18,7 @@ whether the cache's producer ran the same code honestly: point only at caches yo
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import math
 import os
@@ -166,8 +167,6 @@ class CacheSource:
             raise HarnessctlError(f"trajectory {path}: unreadable ({exc})") from None
         if len(blob) > MAX_TRAJECTORY_BYTES:
             raise HarnessctlError(f"trajectory {path}: over {MAX_TRAJECTORY_BYTES} bytes")
-        import json
-
         try:
             data = json.loads(blob.decode("utf-8"))
             loaded = Trajectory.load(data, where=f"trajectory {path}")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import shutil
 
-from harnessctl.harness import load_harness
+from harnessctl.harness import load_harness, rollout_version
 from harnessctl.policy import Policy
 from harnessctl.run.evaluate import EvalRequest, request_inputs
-from harnessctl.run.key import RolloutInputs, runtime_of
+from harnessctl.run.key import RolloutInputs
 from harnessctl.sandbox import Limits
 from harnessctl.suite import load_suite
 from tests.helpers import BASE_HARNESS, EXAMPLE_SUITE
@@ -85,7 +85,7 @@ def test_a_request_passes_each_input_to_the_key(tmp_path, monkeypatch):
     """What evaluate() keys on comes from the request: its budgets, limits, policy params,
     the suite's env_options and the environment's own step budget."""
     request = _request()
-    runtime = runtime_of(request.suite.environment, request.policy)
+    runtime = rollout_version(request.suite.environment, request.policy.model)
     task = request.suite.tasks("dev").tasks[0]
     base = request_inputs(request, runtime=runtime, task=task, seed=0)
     assert base.harness_hash == request.harness.hash and base.task_hash == task.content_hash
