@@ -118,7 +118,7 @@ class CacheSource:
 
         from ..outcomes import ALL_OUTCOMES, Outcome
 
-        data = raw.model_dump()
+        data = raw.model_dump(warnings=False)  # a malformed field is reported below, once
         where = f"rollout {str(data.get('id'))[:40]!r}"
         try:
             row = RolloutRow.model_validate(data)
@@ -143,7 +143,7 @@ class CacheSource:
         calls = []
         for raw in session.exec(query.order_by(col(ModelCallRow.idx))):
             try:
-                call = ModelCallRow.model_validate(raw.model_dump())
+                call = ModelCallRow.model_validate(raw.model_dump(warnings=False))
             except ValidationError as exc:
                 msg = exc.errors()[0]["msg"]
                 raise HarnessctlError(f"call of rollout {row.id}: {msg}") from None
