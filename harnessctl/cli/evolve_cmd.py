@@ -20,6 +20,7 @@ from .options import (
     TimeoutOption,
     WorkersOption,
     eval_request,
+    one_of,
     placement,
     policy_of,
     positive,
@@ -43,19 +44,58 @@ EditorParamOption = Annotated[
     list[str] | None, typer.Option("--editor-param", help="Editor model key=value.")
 ]
 RolloutsOption = Annotated[int, typer.Option(min=1, help="Seeds per task for the parent.")]
-BatchOption = Annotated[int, typer.Option(min=1, help="Failures per edit (same-batch rescues).")]
-ControlOption = Annotated[int, typer.Option(min=0, help="Parent successes re-run (regressions).")]
+BatchOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Failed tasks per edit, the parent's worst first (sequential gate, default 8); "
+        "failure pairs re-run (same-batch gate, default 12).",
+    ),
+]
+ControlOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Solved tasks judged too, for regressions (sequential, default 4); success pairs "
+        "re-run (same-batch, default 12).",
+    ),
+]
+GateOption = Annotated[
+    str,
+    typer.Option(
+        callback=one_of("sequential", "same-batch"),
+        help="How an edit is judged: 'sequential' (default): parent and child on fresh seeds "
+        "of the judged tasks, one seed per look, an anytime-valid e-value test that stops on "
+        "a clear win or loss; 'same-batch': the child re-run on the parent's own failures and "
+        "successes, a sign test (biased by that selection under a sampled model).",
+    ),
+]
+ErrorControlOption = Annotated[
+    str,
+    typer.Option(
+        callback=one_of("fdr", "fwer", "none"),
+        help="How the run's directions x rounds judgements share --alpha (sequential gate): "
+        "'fdr' (default, e-LOND), 'fwer' (Bonferroni) or 'none'.",
+    ),
+]
+MaxLooksOption = Annotated[
+    int, typer.Option(min=1, help="Sequential gate: the most fresh seeds one judgement runs.")
+]
 AlphaOption = Annotated[
     float,
-    typer.Option(callback=unit_open, help="Sign-test level for accepting an edit, in (0, 1]."),
+    typer.Option(
+        callback=unit_open,
+        help="The run's error level for accepting edits, in (0, 1] (the sequential gate "
+        "shares it out by --error-control; the same-batch gate tests each edit at it).",
+    ),
 ]
 MinNetOption = Annotated[int, typer.Option(min=0, help="Rescues minus regressions at least.")]
 ConfirmOption = Annotated[
     int,
     typer.Option(
         min=0,
-        help="Fresh seeds on which parent and child re-run the judged tasks before an edit is "
-        "accepted (the same sign test; 0, the default: the same-batch test alone).",
+        help="--gate same-batch only: fresh seeds on which parent and child re-run the judged "
+        "tasks before an edit is accepted (the same sign test; 0, the default: none).",
     ),
 ]
 RetriesOption = Annotated[int, typer.Option(min=0, help="Retries after a rejected patch.")]
@@ -76,8 +116,11 @@ def evolve_command(
     policy: PolicyOption = None,
     param: ParamOption = None,
     rollouts: RolloutsOption = 2,
-    batch: BatchOption = 12,
-    control: ControlOption = 12,
+    batch: BatchOption = None,
+    control: ControlOption = None,
+    gate: GateOption = "sequential",
+    error_control: ErrorControlOption = "fdr",
+    max_looks: MaxLooksOption = 30,
     alpha: AlphaOption = 0.1,
     min_net: MinNetOption = 1,
     confirm_seeds: ConfirmOption = 0,
@@ -94,8 +137,9 @@ def evolve_command(
     as_json: JsonOption = False,
 ) -> None:
     """Grow sibling harnesses from BASE along repair directions: each round an editor
-    proposes a patch, it is validated, judged by a same-batch paired re-run (rescues vs
-    regressions), and an accepted child is committed as harnesses/<base>.<direction>.rN."""
+    proposes a patch, it is validated, judged against its parent on fresh seeds by an
+    anytime-valid sequential test (--gate), the run's false acceptances held at --alpha
+    (--error-control), and an accepted child is committed as harnesses/<base>.<direction>.rN."""
     from ..evolve.engine import Engine
     from ..sandbox import Limits
     from ..workspace import load_workspace
@@ -111,11 +155,10 @@ def evolve_command(
     evaluation = eval_request(
         ws, spec, suite, pol, where, split=split, rollouts=rollouts, limits=limits
     )
-    judge = dict(rounds=rounds, batch_size=batch, control_size=control, alpha=alpha)
-    judge |= dict(min_net=min_net, confirm_seeds=confirm_seeds)
-    stops = dict(
-        editor_retries=editor_retries, max_edits=max_edits, max_editor_cost=max_editor_cost
-    )
+    judge = dict(rounds=rounds, batch_size=batch, control_size=control, alpha=alpha, gate=gate)
+    judge |= dict(min_net=min_net, confirm_seeds=confirm_seeds, error_control=error_control)
+    stops = dict(editor_retries=editor_retries, max_edits=max_edits)
+    stops |= dict(max_editor_cost=max_editor_cost, max_looks=max_looks)
     request = evolve_request(ws, evaluation, directions, editor, editor_param, **judge, **stops)
     log = direction_log(enabled=True)  # stderr: --json keeps stdout pure
     with rollout_progress(err_console()) as progress:

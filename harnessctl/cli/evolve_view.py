@@ -14,7 +14,8 @@ def direction_log(enabled: bool):
 
     def log(direction: str, message: str) -> None:
         if enabled:
-            err_console().print(f"[bold cyan]{escape(direction)}[/] {escape(message)}")
+            who = escape(direction or "evolve")
+            err_console().print(f"[bold cyan]{who}[/] {escape(message)}")
 
     return log
 
@@ -49,6 +50,8 @@ def render_evolve(console: Console, base, result, split: str) -> None:
             f"${v.cost_usd:.4f}",
         )
     console.print(table)
+    if result.error_control:
+        console.print(f"error control: {escape(result.error_control)}", soft_wrap=True)
     largest = max((v.rescues for v in result.best.values()), default=0)
     console.print(
         f"union of pair rescues vs the base: {result.union_rescues} (task, seed) pairs "

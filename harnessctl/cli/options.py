@@ -116,6 +116,17 @@ def unit_open(value: float) -> float:
     return value
 
 
+def one_of(*choices: str):
+    """An option callback: the value must be one of ``choices``."""
+
+    def check(value: str) -> str:
+        if value not in choices:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}")
+        return value
+
+    return check
+
+
 TimeoutOption = Annotated[
     float,
     typer.Option(

@@ -32,6 +32,7 @@ from ..trees import copy_tree
 from .digest import digest
 from .directions import Direction
 from .editors import EditContext, Editor
+from .gate import ErrorControl, GatePlan, select_tasks
 from .reproduce import reproduce
 from .reward import EditVerdict, RewardRecipe, child_manifest, judge_edit
 from .validate import scope_files
@@ -47,16 +48,52 @@ class EvolveRequest:
     directions: list[Direction]
     editor: Editor
     rounds: int = 2
-    batch_size: int = 12
-    control_size: int = 12
+    batch_size: int | None = None
+    """Failures shown to the editor and judged: tasks under the sequential gate (default 8),
+    pairs under the same-batch one (default 12)."""
+    control_size: int | None = None
+    """Successes judged for regressions: tasks (sequential, default 4) or pairs (same-batch,
+    default 12)."""
     alpha: float = 0.1
     min_net: int = 1
     confirm_seeds: int = 0
-    """Fresh seeds of the confirmation an edit that passes the same-batch test must pass too
-    (0: none, the default; docs/decisions.md, "Certified acceptance")."""
+    """Same-batch gate only: fresh seeds of the confirmation an edit that passes the
+    same-batch test must pass too (0: none; docs/decisions.md, "Certified acceptance")."""
+    gate: Literal["sequential", "same-batch"] = "sequential"
+    """How an edit is judged (:mod:`harnessctl.evolve.gate`; docs/decisions.md, "The gate")."""
+    error_control: Literal["fdr", "fwer", "none"] = "fdr"
+    """How the run's judgements share ``alpha`` (sequential gate)."""
+    max_looks: int = 30
+    """Sequential gate: the most fresh seeds of the judged tasks one judgement runs."""
     editor_retries: int = 2
     max_edits: int | None = None
     max_editor_cost: float | None = None
+
+    def __post_init__(self) -> None:
+        sequential = self.gate == "sequential"
+        if self.batch_size is None:
+            self.batch_size = 8 if sequential else 12
+        if self.control_size is None:
+            self.control_size = 4 if sequential else 12
+        if sequential and self.confirm_seeds:
+            raise HarnessctlError(
+                "--confirm-seeds applies to --gate same-batch only (the sequential gate "
+                "judges on fresh seeds already)"
+            )
+
+    @property
+    def plan(self) -> GatePlan | None:
+        """The sequential gate's plan (None under the same-batch gate)."""
+        if self.gate != "sequential":
+            return None
+        return GatePlan(max_looks=self.max_looks, min_net=self.min_net)
+
+    @property
+    def control(self) -> ErrorControl:
+        """How the run's ``directions x rounds`` judgements share ``alpha``; the same-batch
+        gate applies none (each judgement at ``alpha``)."""
+        kind = self.error_control if self.gate == "sequential" else "none"
+        return ErrorControl(kind, self.alpha, max(1, len(self.directions) * self.rounds))
 
 
 @dataclass
@@ -136,6 +173,10 @@ class EvolveRecord(Record):
     """Distinct pairs rescued by any direction's best variant."""
     stopped: str | None = None
     """Why the run stopped early (a budget), if it did."""
+    gate: str = "same-batch"
+    """How edits were judged: ``sequential`` or ``same-batch``."""
+    error_control: str = ""
+    """The error control the run applied, in words (what evolve prints)."""
     variants: list[VariantRecord] = Field(default_factory=list)
     """Every accepted child, in order."""
     best: dict[str, BestVariant] = Field(default_factory=dict)
@@ -152,6 +193,8 @@ class EvolveResult:
     edits: list  # EditRow
     union_rescues: int = 0
     stopped: str | None = None
+    gate: str = "same-batch"
+    error_control: str = ""
 
     def record(self) -> EvolveRecord:
         """What ``evolve --json`` prints: this result, typed and versioned."""
@@ -160,6 +203,8 @@ class EvolveResult:
             base_success=self.base_success,
             union_rescues=self.union_rescues,
             stopped=self.stopped,
+            gate=self.gate,
+            error_control=self.error_control,
             variants=[VariantRecord.model_validate(v, from_attributes=True) for v in self.variants],
             best={
                 d: BestVariant.model_validate(v, from_attributes=True) for d, v in self.best.items()
@@ -193,6 +238,7 @@ def evolve_id(req: EvolveRequest) -> str:
             req.min_net,
             req.editor_retries,
             *([req.confirm_seeds] if req.confirm_seeds else []),  # ids of runs without one stay
+            *([req.gate, req.error_control, req.max_looks] if req.gate == "sequential" else []),
         ],
         sort_keys=True,
     )
@@ -225,6 +271,7 @@ class Engine:
         self.log = log or (lambda d, m: None)
         self.progress = progress
         self.id = evolve_id(req)
+        self.accepted = 0  # acceptances so far, in judgement order (the FDR level uses it)
         from ..sandbox import mark_owner, reap_stale
 
         reap_stale(prefixes=("hxevolve-",))  # staging left by an evolve killed before
@@ -250,6 +297,7 @@ class Engine:
         from ..vcs import require_repo
 
         require_repo(self.ws.root)
+        self.log("", f"{self.req.gate} gate; {self.req.control.describe()}")
         try:
             base_rows = self._eval(self.req.base).rows
             base_rate = sum(r.success for r in base_rows) / max(1, len(base_rows))
@@ -268,6 +316,8 @@ class Engine:
                 self.store.edits(evolve_id=self.id),
                 len(union),
                 stopped,
+                self.req.gate,
+                self.req.control.describe(),
             )
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
@@ -300,6 +350,15 @@ class Engine:
             (r for r in rows if not r.success and r.outcome in direction.targets), key=order
         )
         successes = sorted((r for r in rows if r.success), key=order)
+        if self.req.gate == "sequential":  # tasks, each shown by one row of it
+            batch, control = select_tasks(
+                rows, direction.targets, self.req.batch_size or 0, self.req.control_size or 0,
+                f"{self.id}:{direction.name}",
+            )  # fmt: skip
+            first: dict[tuple[str, bool], object] = {}
+            for r in failures + successes:
+                first.setdefault((r.task_id, r.success), r)
+            return [first[t, False] for t in batch], [first[t, True] for t in control]
         return failures[: self.req.batch_size], successes[: self.req.control_size]
 
     def _round(self, direction, rnd, parent, parent_rows, batch, control):
@@ -391,6 +450,8 @@ class Engine:
                 workdir=staging,
                 progress=self.progress,
                 confirm_seeds=self.req.confirm_seeds,
+                gate=self.req.plan,
+                level=self.req.control.level(self.accepted),
             )
             row.patch, row.diff = verdict.patch, verdict.diff
             if verdict.status == "rejected":
@@ -463,6 +524,10 @@ class Engine:
                 "alpha": self.req.alpha,
                 "min_net": self.req.min_net,
                 "confirm_seeds": self.req.confirm_seeds,
+                "gate": self.req.gate,
+                "error_control": self.req.control.kind,
+                "level": self.req.control.level(self.accepted),
+                "max_looks": self.req.max_looks,
             },
             "reward": recipe.model_dump(mode="json"),
         }
@@ -484,6 +549,8 @@ class Engine:
         metrics["child_eval_tokens"] = verdict.eval_tokens
         metrics["rescued"] = [list(p) for p in verdict.rescued]
         metrics["pairs"] = [p.model_dump() for p in verdict.pairs]
+        if verdict.looks:
+            metrics["looks"] = [look.model_dump() for look in verdict.looks]
         if verdict.confirmation is not None:
             metrics["confirmation"] = verdict.confirmation.model_dump()
         row.metrics_json = json.dumps(metrics)
@@ -495,6 +562,7 @@ class Engine:
         )
         if not verdict.accepted:
             return None
+        self.accepted += 1
         name = staging.name  # the child's name: staging is self.tmp / name
         commit = self._commit(name, staging, row, verdict)
         row.status, row.accepted, row.child_name, row.git_commit = (
@@ -513,7 +581,7 @@ class Engine:
             self.store,
             salt=self.id,
             progress=self.progress,
-            skip=self.req.confirm_seeds,
+            skip=self.req.confirm_seeds or (self.req.plan.seeds_needed(1) if self.req.plan else 0),
         )
         metrics["reproduction"] = repro.model_dump(mode="json")
         row.metrics_json = json.dumps(metrics)
@@ -544,11 +612,19 @@ class Engine:
                 raise HarnessctlError(f"{target}: holds another edit's harness; not replaced")
             shutil.rmtree(target)
         copy_tree(staging, target, expect=verdict.child_hash)  # exactly what was judged
+        if verdict.design == "sequential":
+            judged = (
+                f"Sequential gate: {verdict.reason} (level {verdict.level:.4g}; "
+                f"{self.req.control.describe()}). "
+            )
+        else:
+            judged = (
+                f"Same-batch reward {verdict.reward:+.3f}: rescued {verdict.rescues}/"
+                f"{verdict.batch_size} failures, regressed {verdict.regressions}/"
+                f"{verdict.control_size} successes (sign test p={verdict.p_value:.4f}). "
+            )
         message = (
-            f"evolve: {name} ({row.direction}, round {row.round})\n\n"
-            f"Same-batch reward {verdict.reward:+.3f}: rescued {verdict.rescues}/"
-            f"{verdict.batch_size} failures, regressed {verdict.regressions}/"
-            f"{verdict.control_size} successes (sign test p={verdict.p_value:.4f}). "
+            f"evolve: {name} ({row.direction}, round {row.round})\n\n{judged}"
             f"{verdict.confirmation.reason.capitalize() + '. ' if verdict.confirmation else ''}"
             f"Editor: {row.editor}.\n\n"
             f"Harness-Parent: {row.parent_name} {row.parent_hash[:12]}\n"

@@ -42,6 +42,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, fi
 
 from ..errors import HarnessctlError
 from .directions import Direction
+from .gate import GatePlan, Look, run_gate
 from .validate import Rejected, build_child
 
 if TYPE_CHECKING:
@@ -115,6 +116,9 @@ class PairResult(BaseModel):
     """None when the child got no result (the rollout failed on infrastructure)."""
     rollout_id: str | None
     tokens: int = 0
+    parent_success: bool | None = None
+    """The parent's result on the same pair where the gate ran it too (sequential design);
+    None under the same-batch design, where the role says it."""
 
 
 class Confirmation(BaseModel):
@@ -162,9 +166,24 @@ class EditVerdict(BaseModel):
     """The confirmation on fresh seeds, when the same-batch test passed and one was asked
     for (``confirm_seeds`` > 0); ``accepted`` is then its verdict."""
 
+    design: Literal["sequential", "same-batch"] = "same-batch"
+    """How the child was judged (:mod:`.gate`): ``sequential`` (fresh seeds, parent and child
+    both run, anytime-valid e-value test at ``level``) or ``same-batch`` (re-run on the
+    parent's own failures and successes, sign test at ``alpha``)."""
+    level: float | None = None
+    """The sequential test's level (alpha shared out by the run's error control)."""
+    looks: list[Look] = []
+    """The sequential test after each look (one fresh seed of every judged task)."""
+
     @property
     def rescued(self) -> list[Pair]:
-        return [(p.task_id, p.seed) for p in self.pairs if p.role == "batch" and p.success]
+        """Pairs the child solved where the parent failed."""
+        return [
+            (p.task_id, p.seed)
+            for p in self.pairs
+            if p.success
+            and (p.parent_success is False if p.parent_success is not None else p.role == "batch")
+        ]
 
 
 def child_manifest(parent: HarnessSpec, direction: Direction, name: str, **more: Any) -> dict:
@@ -193,6 +212,8 @@ def judge_edit(
     workdir: Path | None = None,
     progress: Progress | None = None,
     confirm_seeds: int = 0,
+    gate: GatePlan | None = None,
+    level: float | None = None,
 ) -> EditVerdict:
     """Score ``patch`` (an editor's reply) as an edit of ``parent`` along ``direction``.
 
@@ -203,7 +224,14 @@ def judge_edit(
     on) with the suite, split, policy and limits of ``evaluation``. Writes no edit record and
     no git commit. With ``confirm_seeds`` > 0, an edit the same-batch test accepts is
     accepted only if a :class:`Confirmation` on that many fresh seeds accepts it too.
+
+    With ``gate`` (a :class:`GatePlan`), the child is judged by the sequential design of
+    :mod:`.gate` instead: the tasks of ``batch`` then ``control`` (their seeds are not
+    reused), parent and child at fresh seeds one look at a time, accepted when the e-value
+    reaches ``1 / level`` (``level`` defaults to ``alpha``).
     """
+    if gate is not None and confirm_seeds:
+        raise ValueError("confirm_seeds applies to the same-batch design only")
     if not batch:
         raise ValueError("judge_edit needs at least one batch pair")
     batch = [(str(t), int(s)) for t, s in batch]
@@ -235,6 +263,11 @@ def judge_edit(
                 patch=patch_text,
                 diff=diff,
             )
+        if gate is not None:
+            return _sequential(
+                parent, child, batch, control, evaluation, store, progress, gate,
+                level if level is not None else alpha, alpha, patch_text, diff,
+            )  # fmt: skip
         rows = {
             (r.task_id, r.seed): r
             for r in _run(evaluation, child, batch + control, store, progress)
@@ -271,6 +304,72 @@ def judge_edit(
         eval_tokens=sum(r.prompt_tokens + r.completion_tokens for r in rows.values()),
         batch_size=len(batch),
         control_size=len(control),
+    )
+
+
+def _sequential(
+    parent, child, batch, control, evaluation, store, progress, plan: GatePlan, level: float,
+    alpha: float, patch_text: str, diff: str,
+) -> EditVerdict:  # fmt: skip
+    """:func:`judge_edit` under the sequential design (:func:`.gate.run_gate` with rollouts)."""
+    batch_tasks = list(dict.fromkeys(t for t, _ in batch))
+    control_tasks = [t for t in dict.fromkeys(t for t, _ in control) if t not in batch_tasks]
+    tasks = batch_tasks + control_tasks
+    parent_rows: dict = {}
+    child_rows: dict = {}
+
+    def observe(pairs):
+        parent_rows.update(
+            {(r.task_id, r.seed): r for r in _run(evaluation, parent, pairs, store, progress)}
+        )
+        child_rows.update(
+            {(r.task_id, r.seed): r for r in _run(evaluation, child, pairs, store, progress)}
+        )
+        return (
+            {p: bool(parent_rows.get(p) and parent_rows[p].success) for p in pairs},
+            {p: bool(child_rows.get(p) and child_rows[p].success) for p in pairs},
+        )  # fmt: skip
+
+    seeds = fresh_seeds(evaluation, plan.seeds_needed(len(tasks)))
+    looks = run_gate(tasks, seeds, observe, level=level, alpha=alpha, plan=plan)
+    last = looks[-1]
+    used = seeds[: last.look * plan.seeds_per_look(len(tasks))]
+    judged = [(t, s) for s in used for t in tasks]
+    pairs = []
+    for p in judged:
+        before = parent_rows.get(p)
+        result = _pair(child_rows.get(p), p, "batch" if p[0] in batch_tasks else "control")
+        result.parent_success = bool(before is not None and before.success)
+        pairs.append(result)
+    net = last.wins - last.losses
+    said = {
+        "accept": "accepted",
+        "worse": "stopped: the child is worse",
+        "futile": "stopped: a win is out of reach",
+        "exhausted": "not accepted after the last look",
+    }[last.decision]
+    reason = (
+        f"{said} at look {last.look}: {last.wins} wins, {last.losses} losses over "
+        f"{last.pairs} fresh pairs, e={last.e_value:.3g} (needs {1 / level:.4g})"
+    )
+    return EditVerdict(
+        status="evaluated",
+        accepted=last.decision == "accept",
+        reward=net / max(1, last.pairs),
+        reason=reason,
+        rescues=last.wins,
+        regressions=last.losses,
+        p_value=min(1.0, 1 / last.e_value) if last.e_value > 0 else 1.0,
+        child_hash=child.hash,
+        patch=patch_text,
+        diff=diff,
+        pairs=pairs,
+        eval_tokens=sum(r.prompt_tokens + r.completion_tokens for r in child_rows.values()),
+        batch_size=len(batch_tasks),
+        control_size=len(control_tasks),
+        design="sequential",
+        level=level,
+        looks=looks,
     )
 
 
