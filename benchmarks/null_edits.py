@@ -13,7 +13,9 @@ run passes the policy param `resample=K`: each harness then draws afresh from (s
 hash, K), as a sampled model's run-to-run variation would, and K is varied across runs.
 
 Prints one line per environment and, last, `false acceptance: A/N (rate, 95% CI)` (Wilson
-interval) over all of them.
+interval) over all of them; exits 1 when the rate is above alpha. This is the end-to-end
+check (real evolve runs, any `--gate`); `benchmarks/gate.py` measures level and power per
+regime with the many more judgements they need.
 
 usage:
   .venv/bin/python benchmarks/null_edits.py [--edits 200] [--confirm-seeds N] [--json out.json]
@@ -80,6 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--alpha", type=float, default=0.1, help="evolve's --alpha")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2, help="evolve's --rounds")
+    parser.add_argument("--gate", default="sequential", help="evolve's --gate")
     parser.add_argument(
         "--confirm-seeds", type=int, default=0, help="evolve's --confirm-seeds (0: none)"
     )
@@ -90,7 +93,9 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"--envs: none of {args.envs!r} is one of {[e[0] for e in ENVIRONMENTS]}")
     per_env = math.ceil(args.edits / len(chosen))
     extra = ["--alpha", str(args.alpha), "--workers", str(args.workers)]
-    extra += ["--rounds", str(args.rounds), "--confirm-seeds", str(args.confirm_seeds)]
+    extra += ["--rounds", str(args.rounds), "--gate", args.gate]
+    if args.confirm_seeds:
+        extra += ["--confirm-seeds", str(args.confirm_seeds)]
     ws = Path(tempfile.mkdtemp(prefix="hxbench-null-")) / "ws"
     subprocess.run(
         [sys.executable, "-m", "harnessctl.cli", "init", str(ws)], check=True, capture_output=True
@@ -152,4 +157,5 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    figures = main()
+    sys.exit(1 if figures["rate"] > figures["alpha"] else 0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import typer
 
 from . import (
+    bench_cmd,
     eval_cmd,
     evolve_cmd,
     export_edits_cmd,
@@ -84,6 +85,7 @@ app.command("report")(handle_errors(report_cmd.report_command))
 app.command("runs")(handle_errors(runs_cmd.runs_command))
 app.command("compare")(handle_errors(runs_cmd.compare_command))
 app.command("view")(handle_errors(view_cmd.view_command))
+app.command("bench")(handle_errors(bench_cmd.bench_command))
 
 
 def main() -> None:

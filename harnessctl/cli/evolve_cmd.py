@@ -155,9 +155,9 @@ def evolve_command(
     evaluation = eval_request(
         ws, spec, suite, pol, where, split=split, rollouts=rollouts, limits=limits
     )
-    judge = dict(rounds=rounds, batch_size=batch, control_size=control, alpha=alpha, gate=gate)
+    judge: dict = dict(rounds=rounds, batch_size=batch, control_size=control, alpha=alpha)
     judge |= dict(min_net=min_net, confirm_seeds=confirm_seeds, error_control=error_control)
-    stops = dict(editor_retries=editor_retries, max_edits=max_edits)
+    stops: dict = dict(editor_retries=editor_retries, max_edits=max_edits, gate=gate)
     stops |= dict(max_editor_cost=max_editor_cost, max_looks=max_looks)
     request = evolve_request(ws, evaluation, directions, editor, editor_param, **judge, **stops)
     log = direction_log(enabled=True)  # stderr: --json keeps stdout pure

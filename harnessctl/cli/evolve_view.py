@@ -62,7 +62,8 @@ def render_evolve(console: Console, base, result, split: str) -> None:
     )
     console.print(
         "reproduce: the claimed rescues of each accepted edit re-tested where its parent "
-        "fails afresh (fresh seeds, held-out tasks of the same categories).",
+        "fails afresh (fresh seeds, held-out tasks of the same categories); null: the parent "
+        "alone tried again on the same tasks, the rate a harness no better than it would show.",
         soft_wrap=True,
     )
     accepted = sum(1 for e in result.edits if e.accepted)

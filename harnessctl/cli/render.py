@@ -163,7 +163,12 @@ def handle_errors(func, exit_code: int | None = None):
 
 
 def reproduced(summary: dict | None) -> str:
-    """``a/n f%`` of a reproduction summary; ``-`` when none was measured or testable."""
+    """``a/n f% (null b/m)`` of a reproduction summary (null: the parent alone tried again,
+    the chance baseline, where measured); ``-`` when none was measured or testable."""
     if not summary or not summary.get("tested"):
         return "-"
-    return f"{summary['reproduced']}/{summary['tested']} {pct(summary['fraction'])}"
+    said = f"{summary['reproduced']}/{summary['tested']} {pct(summary['fraction'])}"
+    null = summary.get("null")
+    if isinstance(null, list) and len(null) == 2 and null[1]:
+        said += f" (null {null[0]}/{null[1]})"
+    return said

@@ -8,7 +8,10 @@ For an accepted child, each task it rescued is tried again where the parent fail
 * **held out**: tasks of the same categories outside the split the edit was judged on,
   where the parent fails (as many as the category's claimed rescues).
 
-A rescue reproduces where the child succeeds on such a pair. The fraction over both is
+A rescue reproduces where the child succeeds on such a pair. Its **null baseline** is the
+parent itself tried again on each re-tested pair's task at another fresh seed
+(``NULL_OFFSET`` further): how often a harness no better than the parent would "reproduce" a
+rescue by chance, to read the fraction against. The fraction over both is
 stored with the edit (``metrics["reproduction"]``) and shown by ``evolve``, ``profile``, the
 report and the exported edit records. Every rollout goes through
 :func:`harnessctl.run.evaluate` (cached, stored like any evaluation).
@@ -29,6 +32,8 @@ from .reward import fresh_seeds
 
 FRESH_TRIES = 3
 """Fresh seeds tried per rescued task for one where the parent fails."""
+NULL_OFFSET = 100_000
+"""How far from a re-tested pair's seed the parent's null-baseline retry draws."""
 
 
 class ReproducedPair(BaseModel):
@@ -58,6 +63,10 @@ class Reproduction(BaseModel):
     """The split the held-out tasks were evaluated under (None: the suite has no task of
     those categories outside the judged split)."""
     pairs: list[ReproducedPair] = []
+    null_tested: int = 0
+    """Re-tested pairs the parent was tried on again (the null baseline)."""
+    null_reproduced: int = 0
+    """...and solved: "reproductions" by chance."""
 
     @property
     def tested(self) -> int:
@@ -80,7 +89,8 @@ class Reproduction(BaseModel):
         return (
             f"{self.reproduced}/{self.tested} reproduce (fresh seeds "
             f"{self.fresh_reproduced}/{self.fresh_tested}, held out "
-            f"{self.held_out_reproduced}/{self.held_out_tested})"
+            f"{self.held_out_reproduced}/{self.held_out_tested}; the parent alone, tried "
+            f"again: {self.null_reproduced}/{self.null_tested})"
         )
 
     def summary(self) -> dict[str, Any]:
@@ -92,6 +102,7 @@ class Reproduction(BaseModel):
             "fraction": self.fraction,
             "fresh_seeds": [self.fresh_reproduced, self.fresh_tested],
             "held_out": [self.held_out_reproduced, self.held_out_tested],
+            "null": [self.null_reproduced, self.null_tested],
         }
 
 
@@ -156,6 +167,10 @@ def reproduce(
             )
             for t, s in failing
         ]
+    null = {}
+    for where in sorted({p.split for p in pairs}):
+        retry = [(p.task_id, p.seed + NULL_OFFSET) for p in pairs if p.split == where]
+        null.update(_outcomes(evaluation, parent, where, retry, store, progress))
     fresh_done = [p for p in pairs if p.kind == "fresh_seed"]
     held_done = [p for p in pairs if p.kind == "held_out"]
     return Reproduction(
@@ -166,6 +181,8 @@ def reproduce(
         held_out_reproduced=sum(p.success for p in held_done),
         held_out_split=held_split,
         pairs=pairs,
+        null_tested=len(null),
+        null_reproduced=sum(null.values()),
     )
 
 

@@ -1,0 +1,280 @@
+"""Equal-budget baselines: is the evolved pool better than simpler ways to spend the calls?
+
+On held-out tasks (a split no edit, profile or routing decision saw), every arm answers each
+(task, seed) pair with at most ``attempts`` rollouts, all drawn from the same stored
+evaluations, so arms are paired pair by pair:
+
+- **without a verifier** (one rollout per pair, nothing learns whether it succeeded): the
+  base; each sibling alone; the single best sibling by training evidence (success on the
+  evidence split); the router's Rank-1 made *before* any rollout of the task (its profile
+  score from the task's category alone: no failure, no verdict); a random sibling per pair;
+  any extra harness given (e.g. all repairs combined);
+- **with the same verifier** (the scorer's verdict decides whether to try again; named
+  ``verifier`` in the table): best-of-``attempts`` of the base and of the best sibling (fresh
+  seeds), the base then the router's ranking (``eval --router``'s pattern), the router's
+  Top-``attempts`` in rank order.
+
+An arm's rollouts are counted with their model calls and tokens; every arm is compared with
+the best one and with the base by the exact two-sided sign test over the pairs where exactly
+one of them succeeds. The result is what it is: the table says which arm wins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .evolve.reward import sign_test
+from .records import Record, Result
+from .stats import wilson_interval
+
+BASELINES_RESULT_VERSION = 1
+Pair = tuple[str, int]
+
+
+class Arm(Record):
+    """One way of spending the budget, and what it scored on the held-out pairs."""
+
+    name: str
+    verifier: bool
+    """True when the arm reads the scorer's verdict to decide whether to try again."""
+    pairs: int
+    successes: int
+    success_rate: float
+    ci95: tuple[float, float]
+    rollouts: int
+    model_calls: int
+    tokens: int
+    vs_best_p: float | None = None
+    """Exact two-sided sign test against the best arm (None for the best arm itself)."""
+    vs_base_p: float | None = None
+    """Exact two-sided sign test against the base (None for the base)."""
+
+
+class BaselinesResult(Result):
+    """``harnessctl bench --json``: the arms on one held-out split."""
+
+    kind: Literal["baselines"] = "baselines"
+    version: int = BASELINES_RESULT_VERSION
+    base: str
+    siblings: list[str]
+    evidence_split: str
+    heldout_split: str
+    policy: str
+    attempts: int
+    best_sibling: str | None
+    """The sibling with the highest success on the evidence split."""
+    pairs: int
+    arms: list[Arm] = Field(default_factory=list)
+    """Best first."""
+    best: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    success: bool
+    model_calls: int
+    tokens: int
+
+
+Table = dict[str, dict[tuple[str, int], Outcome]]  # harness -> (task, seed) -> outcome
+
+
+def two_sided(a_wins: int, b_wins: int) -> float:
+    """Exact two-sided sign test over the discordant pairs."""
+    return min(1.0, 2 * min(sign_test(a_wins, b_wins), sign_test(b_wins, a_wins)))
+
+
+def arm_figures(
+    name: str, verifier: bool, results: dict[Pair, list[Outcome]]
+) -> tuple[Arm, dict[Pair, bool]]:
+    """An arm from the rollouts it spent on each pair (success: any of them succeeded)."""
+    solved = {p: any(o.success for o in outs) for p, outs in results.items()}
+    n, wins = len(solved), sum(solved.values())
+    lo, hi = wilson_interval(wins, n)
+    arm = Arm(
+        name=name,
+        verifier=verifier,
+        pairs=n,
+        successes=wins,
+        success_rate=wins / max(1, n),
+        ci95=(lo, hi),
+        rollouts=sum(len(outs) for outs in results.values()),
+        model_calls=sum(o.model_calls for outs in results.values() for o in outs),
+        tokens=sum(o.tokens for outs in results.values() for o in outs),
+    )
+    return arm, solved
+
+
+def play(
+    pairs: list[Pair],
+    table: Table,
+    attempts: int,
+    rollouts: int,
+    order: Callable[[Pair], list[str]],
+) -> dict[Pair, list[Outcome]]:
+    """A verifier arm: for each pair, harnesses in ``order(pair)``, attempt j at the seed
+    ``seed + j * rollouts`` (fresh), stopping at the first success or after ``attempts``."""
+    spent: dict[Pair, list[Outcome]] = {}
+    for task, seed in pairs:
+        outs: list[Outcome] = []
+        for j, name in enumerate(order((task, seed))[:attempts]):
+            outcome = table[name][task, seed + j * rollouts]
+            outs.append(outcome)
+            if outcome.success:
+                break
+        spent[task, seed] = outs
+    return spent
+
+
+def compare_arms(
+    *,
+    base: str,
+    siblings: list[str],
+    extra: list[str],
+    table: Table,
+    pairs: list[Pair],
+    attempts: int,
+    rollouts: int,
+    evidence: dict[str, float],
+    rank: Callable[[str], list[str]],
+    salt: str,
+) -> tuple[list[Arm], str | None]:
+    """Every arm of the module docstring over ``pairs`` (attempt 1 at each pair's seed).
+
+    ``table`` holds every harness's outcome at each pair's seed and, for the verifier arms,
+    at ``seed + j * rollouts`` for j < ``attempts``; ``evidence``: each sibling's success on
+    the evidence split; ``rank(task)``: the router's ranking of the siblings for a task,
+    made before any rollout of it."""
+    arms: list[tuple[Arm, dict[Pair, bool]]] = []
+
+    def one(name: str, pick: Callable[[Pair], str]) -> None:
+        arms.append(arm_figures(name, False, {p: [table[pick(p)][p]] for p in pairs}))
+
+    def fixed(harness: str) -> Callable[[Pair], str]:
+        return lambda p: harness
+
+    best = max(siblings, key=lambda s: (evidence.get(s, 0.0), s)) if siblings else None
+    one(f"base ({base})", fixed(base))
+    for name in siblings:
+        one(name, fixed(name))
+    for name in extra:
+        one(f"{name} (extra)", fixed(name))
+    if best is not None:
+        one(f"best sibling by evidence ({best})", fixed(best))
+        one("router Rank-1, before any rollout", lambda p: rank(p[0])[0])
+
+        def random_pick(p: Pair) -> str:
+            digest = hashlib.sha256(f"{salt}:{p[0]}:{p[1]}".encode()).digest()
+            return siblings[digest[0] % len(siblings)]
+
+        one("random sibling", random_pick)
+    if attempts > 1:
+        verified = [
+            (f"verifier: base best-of-{attempts}", lambda p: [base] * attempts),
+            (f"verifier: base, then router (top-{attempts - 1})", lambda p: [base, *rank(p[0])]),
+        ]
+        if best is not None:
+            verified += [
+                (f"verifier: best sibling best-of-{attempts}", lambda p: [best] * attempts),
+                (f"verifier: router top-{attempts}", lambda p: rank(p[0])),
+            ]
+        for label, order in verified:
+            arms.append(arm_figures(label, True, play(pairs, table, attempts, rollouts, order)))
+    top_arm, top = max(arms, key=lambda a: (a[0].success_rate, -a[0].model_calls))
+    base_solved = arms[0][1]
+    for arm, solved in arms:
+        if arm is not top_arm:
+            arm.vs_best_p = two_sided(
+                sum(top[p] and not solved[p] for p in pairs),
+                sum(solved[p] and not top[p] for p in pairs),
+            )
+        if arm is not arms[0][0]:
+            arm.vs_base_p = two_sided(
+                sum(solved[p] and not base_solved[p] for p in pairs),
+                sum(base_solved[p] and not solved[p] for p in pairs),
+            )
+    ordered = sorted((a for a, _ in arms), key=lambda a: (-a.success_rate, a.model_calls))
+    return ordered, best
+
+
+def run_baselines(
+    ws: Any,
+    store: Any,
+    template: Any,
+    *,
+    base: Any,
+    siblings: list[Any],
+    extra: list[Any],
+    evidence_split: str,
+    heldout_split: str,
+    attempts: int,
+    progress: Any = None,
+) -> BaselinesResult:
+    """Evaluate everything the arms need (cached rollouts are reused) and compare them.
+
+    ``template``: an ``EvalRequest`` (suite, policy, seeds, limits); the evidence split's
+    profiles are built with it (:func:`harnessctl.profiles.runner.profile_pool`)."""
+    from .profiles.router import route
+    from .profiles.runner import profile_pool
+    from .run.evaluate import evaluate
+
+    if heldout_split == evidence_split:
+        raise ValueError(f"the held-out split is the evidence split ({heldout_split})")
+    names = [s.name for s in siblings]
+    train = profile_pool(
+        siblings, base, replace(template, split=evidence_split), store, progress=progress
+    )
+    profiles = {n: train.profiles[n] for n in names}
+    evidence = {n: profiles[n].success.rate for n in names}
+    held = replace(template, split=heldout_split, rollouts=template.rollouts * attempts)
+    table: Table = {}
+    categories: dict[str, str] = {}
+    for spec in [base, *siblings, *extra]:
+        request = replace(held, harness=spec, command="bench")
+        rows = evaluate(request, store, progress=progress).complete(spec.name).rows
+        table[spec.name] = {
+            (r.task_id, r.seed): Outcome(
+                bool(r.success), r.model_calls, r.prompt_tokens + r.completion_tokens
+            )
+            for r in rows
+        }
+        categories.update({r.task_id: r.category for r in rows})
+    first = range(template.seed, template.seed + template.rollouts)
+    pairs = sorted((t, s) for t in categories for s in first)
+    cache: dict[str, list[str]] = {}
+
+    def rank(task: str) -> list[str]:
+        if task not in cache:
+            ranked = route(profiles, task_id=task, category=categories[task], failure_outcomes=[])
+            cache[task] = [c.name for c in ranked.ranked]
+        return cache[task]
+
+    arms, best = compare_arms(
+        base=base.name,
+        siblings=names,
+        extra=[s.name for s in extra],
+        table=table,
+        pairs=pairs,
+        attempts=attempts,
+        rollouts=template.rollouts,
+        evidence=evidence,
+        rank=rank,
+        salt=f"{base.hash}:{heldout_split}",
+    )
+    return BaselinesResult(
+        base=base.name,
+        siblings=names,
+        evidence_split=evidence_split,
+        heldout_split=heldout_split,
+        policy=template.policy.id,
+        attempts=attempts,
+        best_sibling=best,
+        pairs=len(pairs),
+        arms=arms,
+        best=arms[0].name,
+    )

@@ -1,0 +1,93 @@
+"""``harnessctl bench``: the evolved pool against simpler uses of the same budget, held out."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .options import (
+    ExecutorOption,
+    FreshContainerOption,
+    JsonOption,
+    ParamOption,
+    PolicyOption,
+    RayAddressOption,
+    SandboxOption,
+    StoreOption,
+    SuiteOption,
+    WorkersOption,
+    eval_request,
+    placement,
+    policy_of,
+)
+
+SiblingsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Comma-separated sibling names (default: every harness of BASE's lineage under "
+        "harnesses/, BASE left out)."
+    ),
+]
+ExtraOption = Annotated[
+    str | None,
+    typer.Option(help="Comma-separated extra harnesses run alone (e.g. all repairs combined)."),
+]
+
+
+def bench_command(
+    base: Annotated[str, typer.Argument(help="The base harness (name under harnesses/).")],
+    siblings: SiblingsOption = None,
+    extra: ExtraOption = None,
+    evidence_split: Annotated[
+        str, typer.Option(help="Split whose profiles are the training evidence.")
+    ] = "train",
+    split: Annotated[str, typer.Option(help="Held-out split the arms are compared on.")] = "test",
+    attempts: Annotated[
+        int, typer.Option(min=1, help="Rollouts per pair the verifier arms may spend.")
+    ] = 2,
+    rollouts: Annotated[int, typer.Option(min=1, help="Seeds per held-out task.")] = 2,
+    suite: SuiteOption = None,
+    policy: PolicyOption = None,
+    param: ParamOption = None,
+    workers: WorkersOption = None,
+    sandbox: SandboxOption = None,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
+    fresh_container: FreshContainerOption = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Equal-budget baselines on held-out tasks: the base, each sibling, the best sibling
+    by training evidence, the router's Rank-1 chosen before any rollout, a random sibling
+    (one rollout per pair, no verifier), and best-of-N / retry / router arms that read the
+    scorer's verdict (marked verifier), with model calls counted and paired sign tests."""
+    from ..baselines import run_baselines
+    from ..harness import lineage_root
+    from ..profiles.candidates import pool_specs
+    from ..workspace import load_workspace
+    from .bench_view import render_baselines
+    from .progress import rollout_progress
+    from .render import err_console
+
+    ws = load_workspace()
+    spec = ws.load_harness(base)
+    if siblings:
+        chosen = [ws.load_harness(n) for n in siblings.split(",") if n.strip()]
+    else:
+        lineage = pool_specs(ws, ws.harnesses_dir, lineage_of=spec)
+        root = lineage_root(spec, ws.harnesses_dir).name
+        chosen = [s for s in lineage if s.name not in (spec.name, root)]
+    if not chosen:
+        raise typer.BadParameter(f"{base} has no siblings under harnesses/ (run evolve first)")
+    more = [ws.load_harness(n) for n in (extra or "").split(",") if n.strip()]
+    pol = policy_of(ws, policy, param, spec.manifest.env)
+    where = placement(ws, workers, sandbox, executor, ray_address, fresh_container)
+    template = eval_request(ws, spec, suite, pol, where, split=split, rollouts=rollouts)
+    with rollout_progress(err_console()) as progress:
+        result = run_baselines(
+            ws, ws.open_store(store), template, base=spec, siblings=chosen, extra=more,
+            evidence_split=evidence_split, heldout_split=split, attempts=attempts,
+            progress=progress,
+        )  # fmt: skip
+    render_baselines(result, as_json=as_json)

@@ -1,0 +1,44 @@
+"""Output of ``harnessctl bench``."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from .render import console, escape, pct, print_result, text
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def render_baselines(result, *, as_json: bool) -> None:
+    if as_json:
+        print_result(result)
+        return
+    out = console()
+    table = Table(
+        title=f"equal-budget baselines on {escape(result.heldout_split)} (held out), "
+        f"{result.pairs} (task, seed) pairs, policy {escape(result.policy)}",
+        show_edge=False,
+    )
+    cols = ("arm", "success", "95% CI", "rollouts", "model calls", "p vs best", "p vs base")
+    for col in cols:
+        table.add_column(col, justify="left" if col == "arm" else "right", overflow="fold")
+    for arm in result.arms:
+        table.add_row(
+            text(arm.name),
+            f"{arm.successes}/{arm.pairs} {pct(arm.success_rate)}",
+            f"{pct(arm.ci95[0])}-{pct(arm.ci95[1])}",
+            str(arm.rollouts),
+            str(arm.model_calls),
+            _p(arm.vs_best_p),
+            _p(arm.vs_base_p),
+        )
+    out.print(table)
+    out.print(
+        f"best: {escape(result.best)}. Without a verifier every arm spends one rollout per "
+        f"pair; 'verifier' arms read the scorer's verdict and spend up to {result.attempts}. "
+        f"Evidence (best sibling, router profiles): {escape(result.evidence_split)}. p: exact "
+        "two-sided sign test over the pairs where exactly one arm succeeds.",
+        soft_wrap=True,
+    )
