@@ -31,7 +31,7 @@ own failure and success pairs, a sign test at alpha per judgement) for compariso
 
 usage:
   .venv/bin/python benchmarks/gate.py [--runs 50] [--power-runs 200] [--envs dbbench,...]
-      [--rule sequential] [--error-control fdr] [--json out.json]
+      [--rule sequential] [--error-control fdr] [--worlds DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -102,6 +102,21 @@ def measure(env: tuple, regime: str, seeds: int, workers: int, scratch: Path) ->
         return [Row(r.task_id, r.seed, bool(r.success), r.outcome) for r in rows]
     finally:
         store.close()
+
+
+def world_rows(env: tuple, regime: str, args, scratch: Path) -> list[Row]:
+    """The measured world, from ``--worlds DIR`` when it holds this one (same environment,
+    skill and seeds), else measured (and saved there)."""
+    saved = None
+    if args.worlds is not None:
+        args.worlds.mkdir(parents=True, exist_ok=True)
+        saved = args.worlds / f"{env[0]}-{regime}-skill{env[4][regime]}-seeds{args.seeds}.json"
+        if saved.is_file():
+            return [Row(**r) for r in json.loads(saved.read_text())]
+    rows = measure(env, regime, args.seeds, args.workers, scratch)
+    if saved is not None:
+        saved.write_text(json.dumps([vars(r) for r in rows]))
+    return rows
 
 
 def _family(base: str) -> str:
@@ -290,6 +305,9 @@ def parse(argv: list[str] | None):
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0, help="of the simulation's draws")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
+    parser.add_argument(
+        "--worlds", type=Path, help="keep measured worlds here and reuse them on a rerun"
+    )
     args = parser.parse_args(argv)
     args.effects = EFFECTS
     return args
@@ -314,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         for env in chosen:
             for regime in args.regimes.split(","):
                 label = f"{env[0]}-{regime}"
-                rows = measure(env, regime, args.seeds, args.workers, scratch)
+                rows = world_rows(env, regime, args, scratch)
                 world = World(rows)
                 figures = regime_figures(world, directions_of(env[1]), args, rng)
                 figures |= {"skill": env[4][regime], "base_success": world.success}

@@ -260,6 +260,11 @@ def reference_reward(
     cannot be told apart from what was recorded)."""
     if edit.status == "rejected":
         return kept.invalid_reward
+    if full.gate is not None:  # sequential: where it stops depends on every judged task
+        whole = {t for t, _ in kept.batch + kept.control} == {
+            t for t, _ in full.batch + full.control
+        }
+        return edit.reward if whole else None
     if metrics.get("pairs"):  # per-pair results, where the engine recorded them
         success = {(p["task_id"], int(p["seed"])): bool(p["success"]) for p in metrics["pairs"]}
         return recipe_verdict(kept, success).reward

@@ -508,6 +508,19 @@ class Engine:
                 "confirm_seeds": self.req.confirm_seeds,
             },
         )
+        plan = self.req.plan
+        if plan is not None:
+            recipe = recipe.model_copy(
+                update={
+                    "kind": "sequential_paired",
+                    "gate": asdict(plan),
+                    "level": self.req.control.level(self.accepted),
+                    "seed": ev.seed,
+                    "rollouts": ev.rollouts,
+                    "formula": "(wins - losses) / pairs, over the fresh pairs the sequential "
+                    "gate ran before it stopped",
+                }
+            )
         return {
             "suite": ev.suite.id,
             "split": ev.split,

@@ -117,10 +117,11 @@ class ErrorControl:
 @dataclass(frozen=True)
 class GatePlan:
     """How one judgement spends rollouts: ``max_looks`` fresh seeds of every judged task,
-    one seed per look. After ``min_looks`` looks it stops as futile when the e-value has
-    fallen below ``futility`` or the child has no more wins than losses (a win has become
-    unlikely; an edit that changes no outcome stops there): stopping early never raises the
-    level, it only costs some power, which the benchmark measures with it."""
+    one seed per look. It stops as futile after two looks without a single win (an edit
+    that changes no outcome stops there), and after ``min_looks`` looks when the e-value
+    has fallen below ``futility`` or the child has no more wins than losses (a win has
+    become unlikely): stopping early never raises the level, it only costs some power,
+    which the benchmark measures with it."""
 
     max_looks: int = 30
     min_looks: int = 4
@@ -162,6 +163,8 @@ def decide(
     if look >= plan.max_looks:
         return e, "exhausted"
     if look >= plan.min_looks and (e < plan.futility or wins <= losses):
+        return e, "futile"
+    if look >= 2 and wins == 0:  # two looks without one win: nothing the edit changed helps
         return e, "futile"
     return e, "continue"
 

@@ -558,6 +558,17 @@ class RewardRecipe(BaseModel):
     invalid_reward: float = INVALID_REWARD
     formula: str = "(rescues - regressions) / (len(batch) + len(control))"
     accept_rule: dict = {}
+    gate: dict | None = None
+    """The sequential gate's plan (:class:`harnessctl.evolve.gate.GatePlan` fields) when the
+    edit was judged by it (kind ``sequential_paired``): the tasks of ``batch`` and
+    ``control`` are re-judged at fresh seeds, look by look, at ``level``; None: the
+    same-batch re-run of exactly those pairs."""
+    level: float | None = None
+    """The sequential test's level the judgement ran at (alpha shared out by the run)."""
+    seed: int = 0
+    rollouts: int | None = None
+    """The parent evaluation's first seed and seeds per task: the fresh seeds a sequential
+    judgement runs come after them (None: records from before they were kept)."""
 
     @field_validator("policy_params", mode="before")
     @classmethod
@@ -672,6 +683,8 @@ def reward_for_record(
             or (ws.config.sandbox if ws else os.environ.get(ENV_SANDBOX) or "local"),
             workers=workers or (ws.config.workers if ws else int(os.environ.get(ENV_WORKERS, 2))),
             command="reward",
+            seed=recipe.seed,
+            rollouts=recipe.rollouts or 3,  # 3: EvalRequest's default, as before it was kept
         )
         if store is not None:
             db, opened = store, False
@@ -692,6 +705,8 @@ def reward_for_record(
                 min_net=recipe.min_net if recipe.min_net is not None else 1,
                 manifest_update=recipe.manifest_update,
                 progress=progress,
+                gate=GatePlan(**recipe.gate) if recipe.gate is not None else None,
+                level=recipe.level,
             )
         finally:
             if opened:

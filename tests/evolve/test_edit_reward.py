@@ -77,8 +77,18 @@ def test_grpo_reward_recipe_reproduces_the_stored_reward(workspace, tmp_path):
         assert verdict.reward == edit.reward
         assert (verdict.rescues, verdict.regressions) == (edit.rescues, edit.regressions)
         assert verdict.accepted == edit.accepted and verdict.child_hash == edit.child_hash
-        assert len(verdict.pairs) == len(recipe.batch) + len(recipe.control)
-    assert len(fresh_store.rollouts()) == len(recipe.batch) + len(recipe.control)  # re-ran
+        # the sequential gate, replayed: the same tasks at the same fresh seeds, the same looks
+        assert recipe.kind == "sequential_paired" and recipe.gate and recipe.level == 0.1
+        assert (
+            len(verdict.pairs)
+            == verdict.looks[-1].pairs
+            == len(json.loads(edit.metrics_json)["pairs"])
+        )
+        tasks = {t for t, _ in recipe.batch + recipe.control}
+        assert {p.task_id for p in verdict.pairs} == tasks
+        assert min(p.seed for p in verdict.pairs) >= recipe.seed + (recipe.rollouts or 0)
+    # re-ran: the smoke pair, then parent and child on every judged pair
+    assert len(fresh_store.rollouts()) == 1 + 2 * rerun.looks[-1].pairs
     fresh_store.close()
 
     invalid = reward_for_record(line, "I would rather not edit anything.", workspace=ws)

@@ -62,6 +62,9 @@ def test_decide_accepts_clear_wins_stops_clear_losses_and_ties():
     assert decide(2, 0, 1, 0.01, 0.1, plan)[1] == "continue"
     assert decide(0, 9, 1, 0.01, 0.1, plan)[1] == "worse"
     assert decide(0, 0, 2, 0.01, 0.1, plan)[1] == "futile"  # nothing changed: stop
+    assert decide(0, 0, 1, 0.01, 0.1, plan)[1] == "continue"
+    assert decide(3, 3, 2, 0.01, 0.1, GatePlan(min_looks=4))[1] == "continue"  # it has wins
+    assert decide(3, 3, 4, 0.01, 0.1, GatePlan(min_looks=4))[1] == "futile"
     assert decide(3, 1, 10, 0.01, 0.1, plan)[1] == "exhausted"
     # min_net: evidence alone does not accept an edit short of the net asked for
     assert decide(12, 0, 1, 0.01, 0.1, GatePlan(min_net=20))[1] == "continue"
@@ -90,7 +93,7 @@ def test_an_edit_that_changes_nothing_stops_early_as_futile():
 
     plan = GatePlan(max_looks=30, min_looks=4)
     looks = run_gate(["a"] * 3, list(range(400)), observe, level=0.01, alpha=0.1, plan=plan)
-    assert looks[-1].decision == "futile" and looks[-1].look == 4
+    assert looks[-1].decision == "futile" and looks[-1].look == 2  # two looks, no win
 
 
 @dataclass
