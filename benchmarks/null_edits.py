@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2, help="evolve's --rounds")
     parser.add_argument("--gate", default="sequential", help="evolve's --gate")
+    parser.add_argument("--max-looks", type=int, default=30, help="evolve's --max-looks")
     parser.add_argument(
         "--confirm-seeds", type=int, default=0, help="evolve's --confirm-seeds (0: none)"
     )
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     per_env = math.ceil(args.edits / len(chosen))
     extra = ["--alpha", str(args.alpha), "--workers", str(args.workers)]
     extra += ["--rounds", str(args.rounds), "--gate", args.gate]
+    extra += ["--max-looks", str(args.max_looks)]
     if args.confirm_seeds:
         extra += ["--confirm-seeds", str(args.confirm_seeds)]
     ws = Path(tempfile.mkdtemp(prefix="hxbench-null-")) / "ws"

@@ -260,11 +260,18 @@ def reference_reward(
     cannot be told apart from what was recorded)."""
     if edit.status == "rejected":
         return kept.invalid_reward
-    if full.gate is not None:  # sequential: where it stops depends on every judged task
-        whole = {t for t, _ in kept.batch + kept.control} == {
-            t for t, _ in full.batch + full.control
-        }
-        return edit.reward if whole else None
+    if full.gate is not None:  # fresh pairs: parent and child at the recipe's seeds
+        tasks = {t for t, _ in kept.batch + kept.control}
+        seeds = set(kept.seeds or [])
+        judged = [p for p in metrics.get("pairs", []) if p.get("parent_success") is not None]
+        if not judged:  # recorded without its pairs: the store's rollouts give them
+            judged = stored_fresh_pairs(edit, full, store)
+        mine = [p for p in judged if p["task_id"] in tasks and int(p["seed"]) in seeds]
+        if not mine:
+            return None
+        wins = sum(1 for p in mine if p["success"] and not p["parent_success"])
+        losses = sum(1 for p in mine if p["parent_success"] and not p["success"])
+        return (wins - losses) / len(mine)
     if metrics.get("pairs"):  # per-pair results, where the engine recorded them
         success = {(p["task_id"], int(p["seed"])): bool(p["success"]) for p in metrics["pairs"]}
         return recipe_verdict(kept, success).reward
@@ -281,6 +288,31 @@ def reference_reward(
         return judge(rescues, regressions, len(kept.batch), len(kept.control)).reward
     stored = stored_outcomes(edit, full, store)
     return None if stored is None else recipe_verdict(kept, stored).reward
+
+
+def stored_fresh_pairs(edit: Any, full: RewardRecipe, store: Any) -> list[dict]:
+    """Parent's and child's results on a fresh-paired recipe's pairs, from their rollouts in
+    ``store`` (none: no store, a pair missing on either side, or rollouts that disagree)."""
+    if store is None or not edit.child_hash or not full.seeds:
+        return []
+    wanted = {(t, s) for t, _ in full.batch + full.control for s in full.seeds}
+
+    def results(harness_hash: str) -> dict | None:
+        seen: dict[tuple, set[bool]] = defaultdict(set)
+        for row in store.rollouts(harness_hash=harness_hash, policy_id=full.policy_id):
+            if (row.task_id, row.seed) in wanted:
+                seen[row.task_id, row.seed].add(bool(row.success))
+        if set(seen) != wanted or any(len(v) > 1 for v in seen.values()):
+            return None
+        return {pair: values.pop() for pair, values in seen.items()}
+
+    child, parent = results(edit.child_hash), results(full.parent_hash)
+    if child is None or parent is None:
+        return []
+    return [
+        {"task_id": t, "seed": s, "success": child[t, s], "parent_success": parent[t, s]}
+        for t, s in sorted(wanted)
+    ]
 
 
 def stored_outcomes(edit: Any, full: RewardRecipe, store: Any) -> dict | None:

@@ -512,13 +512,13 @@ class Engine:
         if plan is not None:
             recipe = recipe.model_copy(
                 update={
-                    "kind": "sequential_paired",
+                    "kind": "fresh_paired",
                     "gate": asdict(plan),
                     "level": self.req.control.level(self.accepted),
                     "seed": ev.seed,
                     "rollouts": ev.rollouts,
-                    "formula": "(wins - losses) / pairs, over the fresh pairs the sequential "
-                    "gate ran before it stopped",
+                    "formula": "(wins - losses) / pairs, parent and child on every task of "
+                    "batch and control at each of seeds (the fresh seeds the gate ran)",
                 }
             )
         return {
@@ -564,6 +564,8 @@ class Engine:
         metrics["pairs"] = [p.model_dump() for p in verdict.pairs]
         if verdict.looks:
             metrics["looks"] = [look.model_dump() for look in verdict.looks]
+            if isinstance(metrics.get("reward"), dict):  # the recipe replays these seeds
+                metrics["reward"]["seeds"] = sorted({p.seed for p in verdict.pairs})
         if verdict.confirmation is not None:
             metrics["confirmation"] = verdict.confirmation.model_dump()
         row.metrics_json = json.dumps(metrics)

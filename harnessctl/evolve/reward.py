@@ -214,6 +214,7 @@ def judge_edit(
     confirm_seeds: int = 0,
     gate: GatePlan | None = None,
     level: float | None = None,
+    fixed_seeds: Sequence[int] | None = None,
 ) -> EditVerdict:
     """Score ``patch`` (an editor's reply) as an edit of ``parent`` along ``direction``.
 
@@ -228,7 +229,8 @@ def judge_edit(
     With ``gate`` (a :class:`GatePlan`), the child is judged by the sequential design of
     :mod:`.gate` instead: the tasks of ``batch`` then ``control`` (their seeds are not
     reused), parent and child at fresh seeds one look at a time, accepted when the e-value
-    reaches ``1 / level`` (``level`` defaults to ``alpha``).
+    reaches ``1 / level`` (``level`` defaults to ``alpha``). With ``fixed_seeds`` as well,
+    one look at exactly those seeds of every task (no stopping: what a reward recipe replays).
     """
     if gate is not None and confirm_seeds:
         raise ValueError("confirm_seeds applies to the same-batch design only")
@@ -266,7 +268,7 @@ def judge_edit(
         if gate is not None:
             return _sequential(
                 parent, child, batch, control, evaluation, store, progress, gate,
-                level if level is not None else alpha, alpha, patch_text, diff,
+                level if level is not None else alpha, alpha, patch_text, diff, fixed_seeds,
             )  # fmt: skip
         rows = {
             (r.task_id, r.seed): r
@@ -309,7 +311,7 @@ def judge_edit(
 
 def _sequential(
     parent, child, batch, control, evaluation, store, progress, plan: GatePlan, level: float,
-    alpha: float, patch_text: str, diff: str,
+    alpha: float, patch_text: str, diff: str, fixed_seeds: Sequence[int] | None = None,
 ) -> EditVerdict:  # fmt: skip
     """:func:`judge_edit` under the sequential design (:func:`.gate.run_gate` with rollouts)."""
     batch_tasks = list(dict.fromkeys(t for t, _ in batch))
@@ -330,7 +332,11 @@ def _sequential(
             {p: bool(child_rows.get(p) and child_rows[p].success) for p in pairs},
         )  # fmt: skip
 
-    seeds = fresh_seeds(evaluation, plan.seeds_needed(len(tasks)))
+    if fixed_seeds:  # one look at exactly these seeds
+        seeds = [int(s) for s in fixed_seeds]
+        plan = replace(plan, max_looks=1, min_looks=1, look_pairs=len(tasks) * len(seeds))
+    else:
+        seeds = fresh_seeds(evaluation, plan.seeds_needed(len(tasks)))
     looks = run_gate(tasks, seeds, observe, level=level, alpha=alpha, plan=plan)
     last = looks[-1]
     used = seeds[: last.look * plan.seeds_per_look(len(tasks))]
@@ -560,9 +566,12 @@ class RewardRecipe(BaseModel):
     accept_rule: dict = {}
     gate: dict | None = None
     """The sequential gate's plan (:class:`harnessctl.evolve.gate.GatePlan` fields) when the
-    edit was judged by it (kind ``sequential_paired``): the tasks of ``batch`` and
-    ``control`` are re-judged at fresh seeds, look by look, at ``level``; None: the
-    same-batch re-run of exactly those pairs."""
+    edit was judged by it (kind ``fresh_paired``): parent and child run the tasks of
+    ``batch`` and ``control`` at ``seeds`` (the fresh seeds the judgement used), reward
+    (wins - losses) / pairs; without ``seeds`` (an attempt that never ran) the gate runs
+    look by look at ``level``. None: the same-batch re-run of exactly those pairs."""
+    seeds: list[int] | None = None
+    """The fresh seeds the sequential judgement ran (every judged task at each)."""
     level: float | None = None
     """The sequential test's level the judgement ran at (alpha shared out by the run)."""
     seed: int = 0
@@ -707,6 +716,7 @@ def reward_for_record(
                 progress=progress,
                 gate=GatePlan(**recipe.gate) if recipe.gate is not None else None,
                 level=recipe.level,
+                fixed_seeds=recipe.seeds if recipe.gate is not None else None,
             )
         finally:
             if opened:

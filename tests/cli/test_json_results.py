@@ -89,7 +89,7 @@ KEYS = {
     "eval-routed": "harness policy rollouts_per_task base routed delta routed_tasks choices "
     "chosen_counts extra_rollouts profile_splits tasks in_sample_tasks out_of_sample "
     "informed_by",
-    "evolve": "evolve_id base_success union_rescues stopped variants best edits",
+    "evolve": "evolve_id base_success union_rescues stopped gate error_control variants best edits",
     "test": "checks errors",
     "rescue-sim": "groups all_fail rescued extra_rollouts by_harness tasks",
     "report": "path bytes harnesses policy suite split embedded",

@@ -119,6 +119,8 @@ def test_the_benchmark_judges_null_edits_with_evolves_rule_and_prints_the_rate(t
             "10",
             "--rounds",
             "1",
+            "--max-looks",
+            "6",
             "--json",
             str(out),
         ],
@@ -153,7 +155,8 @@ def test_a_confirmation_reruns_parent_and_child_at_fresh_seeds_and_decides(dbben
     ws = tmp_path / "ws"
     init_workspace(ws)
     directions = "execution-recovery,observation-shaping"
-    args = ("--directions", directions, "--rounds", "1", "--confirm-seeds", "2")
+    args = ("--directions", directions, "--rounds", "1", "--gate", "same-batch")
+    args += ("--confirm-seeds", "2")
     with dbbench_world.read_through():  # the base's rollouts; the rest run here
         result = evolve_json(ws, "dbbench-base", *args)
     store = load_workspace(ws).open_store()

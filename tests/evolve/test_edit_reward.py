@@ -78,7 +78,9 @@ def test_grpo_reward_recipe_reproduces_the_stored_reward(workspace, tmp_path):
         assert (verdict.rescues, verdict.regressions) == (edit.rescues, edit.regressions)
         assert verdict.accepted == edit.accepted and verdict.child_hash == edit.child_hash
         # the sequential gate, replayed: the same tasks at the same fresh seeds, the same looks
-        assert recipe.kind == "sequential_paired" and recipe.gate and recipe.level == 0.1
+        assert (
+            recipe.kind == "fresh_paired" and recipe.seeds and recipe.gate and recipe.level == 0.1
+        )
         assert (
             len(verdict.pairs)
             == verdict.looks[-1].pairs

@@ -262,7 +262,9 @@ def test_a_record_scores_from_a_bare_directory_with_only_the_suite(
         assert score.reward == record.reference_reward
         assert score.verdict.child_hash == record.metadata.child_hash  # the same child
         ran = scorer.store.rollouts()
-        assert len(ran) == len(record.reward.batch) + len(record.reward.control)
+        tasks = len(record.reward.batch) + len(record.reward.control)
+        # the smoke pair, then parent and child on every task at the recipe's fresh seeds
+        assert len(ran) == 1 + 2 * tasks * len(record.reward.seeds or [])
         assert scorer.assess(line, NO_PATCH).reward == record.reward.invalid_reward
     assert sorted(p.name for p in bare.iterdir()) == ["record.json", "suite"]  # nothing left
 

@@ -77,6 +77,9 @@ def test_default_evolve_grows_complementary_siblings(reference):
     ws, result = reference
     best = result["best"]
     assert len(best) >= 3, result["edits"]
+    # the gate and the error control it applied, as evolve states them (issue #38)
+    assert result["gate"] == "sequential"
+    assert result["error_control"].startswith("false discovery rate <= 0.1 over 10 judgements")
     for direction, variant in best.items():
         assert variant["rescues"] > 0, direction
         assert variant["name"] == f"dbbench-base.{direction}.r1" or ".r" in variant["name"]
