@@ -163,7 +163,7 @@ def test_evolve_json_is_an_evolve_record(evolved):
         "reproduction"
     )
     assert list(data["variants"][0]["reproduction"]) == keys(
-        "claimed tested reproduced fraction fresh_seeds held_out"
+        "claimed tested reproduced fraction fresh_seeds held_out null"
     )
     assert list(data["best"][DIRECTION]) == keys("name rescues regressions success_rate")
     assert list(data["edits"][0]) == keys(

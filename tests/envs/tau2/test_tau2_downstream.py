@@ -61,7 +61,9 @@ def ws(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def evolved(ws):
-    return cli_json(ws, "evolve", BASE, "--suite", SUITE, "--max-looks", 8)
+    return cli_json(
+        ws, "evolve", BASE, "--suite", SUITE, "--gate", "same-batch"
+    )  # CI time: see docs/decisions.md
 
 
 @pytest.fixture(scope="module")

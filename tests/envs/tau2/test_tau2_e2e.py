@@ -51,7 +51,9 @@ def test_replay_scores_every_task_through_the_rollout_path(ws):
 
 
 def test_evolve_on_the_offline_defaults_accepts_two_directions(ws):
-    evolved = cli_json(ws, "evolve", BASE, "--suite", SUITE, "--max-looks", 8)
+    evolved = cli_json(
+        ws, "evolve", BASE, "--suite", SUITE, "--gate", "same-batch"
+    )  # CI time: see docs/decisions.md
     accepted = {d: v["name"] for d, v in evolved["best"].items()}
     assert {"argument-validation", "empty-reply"} <= set(accepted), evolved["edits"]
     # the evolve's own rollouts (train split, seeds 0 and 1) serve these from the cache
