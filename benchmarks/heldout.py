@@ -8,8 +8,9 @@ seeds), `profile` the best sibling of each direction on train (the router's evid
 * pair rescues vs the base: the (task, seed) pairs the base failed and a sibling solved,
   per sibling and their union, on train (in-sample: the edits were judged there) and on
   test (held out: no edit, profile or routing decision saw a test task);
-* Rank-1 routed eval (`eval --router harnesses`) on test (out-of-sample) and on dev (the
-  whole suite, which holds train: in-sample), base against routed at equal rollouts.
+* Rank-1 routed eval (`eval --router` over the profiled siblings) on test (out-of-sample)
+  and on dev (the whole suite, which holds train: in-sample), base against routed at equal
+  rollouts.
 
 The figures depend on the seeded simulator and catalogue only, not on the machine.
 
@@ -93,7 +94,7 @@ def main() -> None:
     for split in ("test", "dev"):
         routed = cli(
             ws, "eval", "dbbench-base", "--split", split, "--rollouts", str(args.rollouts),
-            "--router", "harnesses",
+            "--router", ",".join(siblings),  # the profiled siblings (not a round-1 parent)
         )  # fmt: skip
         figures["rank1"][split] = {
             "tasks": routed["tasks"],
