@@ -75,7 +75,9 @@ def test_sibling_profiles_have_distinct_rescues_and_complement(ws, profiled, cli
     # every sibling passed the gate on fresh seeds; on the profiled seeds most rescue too
     rescuing = {n: s for n, s in rescue_sets.items() if s}
     assert len(rescuing) >= 3, rescue_sets
-    assert len(set(rescuing.values())) == len(rescuing)  # locality: no two alike
+    # locality: no two directions alike (a round-2 child may rescue what its parent did)
+    last = {n.split(".")[1]: n for n in sorted(rescuing)}  # each direction's latest round
+    assert len({rescuing[n] for n in last.values()}) == len(last), rescue_sets
     matrix = profiled["matrix"]
     assert matrix["union_size"] > matrix["largest_single"]  # complementarity
     assert sum(1 for n in names if matrix["unique"][n]) >= 2
