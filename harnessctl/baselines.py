@@ -203,7 +203,6 @@ def compare_arms(
 
 
 def run_baselines(
-    ws: Any,
     store: Any,
     template: Any,
     *,

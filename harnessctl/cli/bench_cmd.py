@@ -86,7 +86,7 @@ def bench_command(
     template = eval_request(ws, spec, suite, pol, where, split=split, rollouts=rollouts)
     with rollout_progress(err_console()) as progress:
         result = run_baselines(
-            ws, ws.open_store(store), template, base=spec, siblings=chosen, extra=more,
+            ws.open_store(store), template, base=spec, siblings=chosen, extra=more,
             evidence_split=evidence_split, heldout_split=split, attempts=attempts,
             progress=progress,
         )  # fmt: skip
