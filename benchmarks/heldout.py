@@ -8,9 +8,10 @@ seeds), `profile` the best sibling of each direction on train (the router's evid
 * pair rescues vs the base: the (task, seed) pairs the base failed and a sibling solved,
   per sibling and their union, on train (in-sample: the edits were judged there) and on
   test (held out: no edit, profile or routing decision saw a test task);
-* Rank-1 routed eval (`eval --router` over the profiled siblings) on test (out-of-sample)
-  and on dev (the whole suite, which holds train: in-sample), base against routed at equal
-  rollouts.
+* Rank-1 routed eval (`eval --router` over the profiled siblings, routed before any rollout
+  and, as a verifier arm, after the base's failures) on test (out-of-sample)
+  and on dev (the whole suite, which holds train: in-sample), base against routed;
+* `harnessctl bench dbbench-base`: the equal-budget arms on test (README's table).
 
 The figures depend on the seeded simulator and catalogue only, not on the machine.
 
@@ -91,19 +92,33 @@ def main() -> None:
         },
         "rank1": {},
     }
-    for split in ("test", "dev"):
+    for split, when in [(s, w) for s in ("test", "dev") for w in ("before", "failed")]:
         routed = cli(
             ws, "eval", "dbbench-base", "--split", split, "--rollouts", str(args.rollouts),
             "--router", ",".join(siblings),  # the profiled siblings (not a round-1 parent)
+            "--route-when", when,
         )  # fmt: skip
-        figures["rank1"][split] = {
+        figures["rank1"][f"{split} ({when})"] = {
             "tasks": routed["tasks"],
             "in_sample_tasks": len(routed["in_sample_tasks"]),
             "base": routed["base"]["success_rate"],
             "routed": routed["routed"]["success_rate"],
             "delta": routed["delta"],
             "extra_rollouts": routed["extra_rollouts"],
+            "verifier": routed["verifier"],
+            "routed_side_rollouts": routed["routed_side_rollouts"],
         }
+    bench = cli(ws, "bench", "dbbench-base", "--rollouts", str(args.rollouts))
+    figures["bench"] = {
+        "pairs": bench["pairs"],
+        "best_sibling": bench["best_sibling"],
+        "combined": {"holds": bench["combined_siblings"], "left_out": bench["combined_left_out"]},
+        "arms": [
+            {k: a[k] for k in ("name", "verifier", "successes", "success_rate", "ci95",
+                               "rollouts", "model_calls", "vs_best_p", "vs_base_p")}
+            for a in bench["arms"]
+        ],
+    }  # fmt: skip
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")

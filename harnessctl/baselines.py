@@ -8,7 +8,9 @@ evaluations, so arms are paired pair by pair:
   base; each sibling alone; the single best sibling by training evidence (success on the
   evidence split); the router's Rank-1 made *before* any rollout of the task (its profile
   score from the task's category alone: no failure, no verdict); a random sibling per pair;
-  any extra harness given (e.g. all repairs combined);
+  all repairs combined (every sibling's change merged into one harness,
+  :mod:`harnessctl.evolve.combine`; siblings whose changes conflict are left out and named);
+  any extra harness given;
 - **with the same verifier** (the scorer's verdict decides whether to try again; named
   ``verifier`` in the table): best-of-``attempts`` of the base and of the best sibling (fresh
   seeds), the base then the router's ranking (``eval --router``'s pattern), the router's
@@ -72,6 +74,12 @@ class BaselinesResult(Result):
     arms: list[Arm] = Field(default_factory=list)
     """Best first."""
     best: str
+    combined: str | None = None
+    """The all-repairs-combined harness (under ``.harnessctl/combined/``), when built."""
+    combined_siblings: list[str] = Field(default_factory=list)
+    """The siblings whose changes it holds."""
+    combined_left_out: dict[str, str] = Field(default_factory=dict)
+    """Siblings left out of it, each with the reason (a conflicting or uncompilable merge)."""
 
 
 @dataclass(frozen=True)
@@ -143,13 +151,14 @@ def compare_arms(
     evidence: dict[str, float],
     rank: Callable[[str], list[str]],
     salt: str,
+    combined: str | None = None,
 ) -> tuple[list[Arm], str | None]:
     """Every arm of the module docstring over ``pairs`` (attempt 1 at each pair's seed).
 
     ``table`` holds every harness's outcome at each pair's seed and, for the verifier arms,
     at ``seed + j * rollouts`` for j < ``attempts``; ``evidence``: each sibling's success on
     the evidence split; ``rank(task)``: the router's ranking of the siblings for a task,
-    made before any rollout of it."""
+    made before any rollout of it; ``combined``: the all-repairs-combined harness."""
     arms: list[tuple[Arm, dict[Pair, bool]]] = []
 
     def one(name: str, pick: Callable[[Pair], str]) -> None:
@@ -162,6 +171,8 @@ def compare_arms(
     one(f"base ({base})", fixed(base))
     for name in siblings:
         one(name, fixed(name))
+    if combined is not None:
+        one(f"all repairs combined ({combined})", fixed(combined))
     for name in extra:
         one(f"{name} (extra)", fixed(name))
     if best is not None:
@@ -212,12 +223,15 @@ def run_baselines(
     evidence_split: str,
     heldout_split: str,
     attempts: int,
+    combined_dir: Any = None,
     progress: Any = None,
 ) -> BaselinesResult:
     """Evaluate everything the arms need (cached rollouts are reused) and compare them.
 
     ``template``: an ``EvalRequest`` (suite, policy, seeds, limits); the evidence split's
-    profiles are built with it (:func:`harnessctl.profiles.runner.profile_pool`)."""
+    profiles are built with it (:func:`harnessctl.profiles.runner.profile_pool`). With
+    ``combined_dir``, the all-repairs-combined harness is built there and run as an arm."""
+    from .evolve.combine import combine
     from .profiles.router import route
     from .profiles.runner import profile_pool
     from .run.evaluate import evaluate
@@ -225,6 +239,7 @@ def run_baselines(
     if heldout_split == evidence_split:
         raise ValueError(f"the held-out split is the evidence split ({heldout_split})")
     names = [s.name for s in siblings]
+    combined = combine(base, siblings, combined_dir) if combined_dir is not None else None
     train = profile_pool(
         siblings, base, replace(template, split=evidence_split), store, progress=progress
     )
@@ -233,7 +248,7 @@ def run_baselines(
     held = replace(template, split=heldout_split, rollouts=template.rollouts * attempts)
     table: Table = {}
     categories: dict[str, str] = {}
-    for spec in [base, *siblings, *extra]:
+    for spec in [base, *siblings, *([combined.spec] if combined else []), *extra]:
         request = replace(held, harness=spec, command="bench")
         rows = evaluate(request, store, progress=progress).complete(spec.name).rows
         table[spec.name] = {
@@ -264,6 +279,7 @@ def run_baselines(
         evidence=evidence,
         rank=rank,
         salt=f"{base.hash}:{heldout_split}",
+        combined=combined.spec.name if combined else None,
     )
     return BaselinesResult(
         base=base.name,
@@ -276,4 +292,7 @@ def run_baselines(
         pairs=len(pairs),
         arms=arms,
         best=arms[0].name,
+        combined=combined.spec.name if combined else None,
+        combined_siblings=combined.merged if combined else [],
+        combined_left_out=combined.left_out if combined else {},
     )

@@ -77,12 +77,12 @@ class EvalRecord(Record):
     summary: Summary
 
 
-ROUTED_RESULT_VERSION = 2  # 2: tasks, in_sample_tasks, out_of_sample, informed_by
+ROUTED_RESULT_VERSION = 3  # 2: tasks, in_sample_tasks, ...; 3: route_when, verifier
 
 
 class RoutedEvalRecord(Record):
     """``harnessctl eval HARNESS --router POOL --json``: the base against its Rank-1 routed
-    counterpart at equal rollouts (see ``profiles.routed``)."""
+    counterpart (see ``profiles.routed``: equal rollouts when routed before any rollout)."""
 
     kind: Literal["eval-routed"] = "eval-routed"
     version: int = ROUTED_RESULT_VERSION
@@ -100,6 +100,13 @@ class RoutedEvalRecord(Record):
     chosen_counts: dict[str, int] = Field(default_factory=dict)
     extra_rollouts: int
     """Rollouts the routed harnesses ran (cached or not)."""
+    route_when: str = "before"
+    """``before``: every task routed from its category before any rollout (no verifier);
+    ``failed``: only tasks the base failed, from its failure outcomes (verifier access)."""
+    verifier: bool = False
+    """True when routing read the scorer's verdicts on the base's rollouts."""
+    routed_side_rollouts: int = 0
+    """Rollouts the routed side spent: the base's plus the re-runs with a verifier."""
     profile_splits: dict[str, str] = Field(default_factory=dict)
     """Harness -> the split its profile (the router's evidence) was built on."""
     tasks: int

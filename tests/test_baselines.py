@@ -69,3 +69,10 @@ def test_bench_compares_the_evolved_siblings_with_baselines_on_held_out_tasks(
         limit = result["pairs"] * (result["attempts"] if arm["verifier"] else 1)
         assert result["pairs"] <= arm["rollouts"] <= limit
         assert arm["model_calls"] > 0
+    # all repairs combined: built outside harnesses/, holding the siblings that merged
+    combined = result["combined"]
+    assert f"all repairs combined ({combined})" in names
+    assert (ws / ".harnessctl" / "combined" / combined / "harness.py").is_file()
+    assert not (ws / "harnesses" / combined).exists()
+    held, left = result["combined_siblings"], result["combined_left_out"]
+    assert held and set(held) | set(left) == set(result["siblings"])

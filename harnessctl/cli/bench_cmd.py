@@ -31,7 +31,15 @@ SiblingsOption = Annotated[
 ]
 ExtraOption = Annotated[
     str | None,
-    typer.Option(help="Comma-separated extra harnesses run alone (e.g. all repairs combined)."),
+    typer.Option(help="Comma-separated extra harnesses, each run alone as one more arm."),
+]
+CombinedOption = Annotated[
+    bool,
+    typer.Option(
+        "--combined/--no-combined",
+        help="Merge every sibling's change into one harness (git's three-way merge; "
+        "conflicting siblings left out and named) and run it as an arm.",
+    ),
 ]
 
 
@@ -39,6 +47,7 @@ def bench_command(
     base: Annotated[str, typer.Argument(help="The base harness (name under harnesses/).")],
     siblings: SiblingsOption = None,
     extra: ExtraOption = None,
+    combined: CombinedOption = True,
     evidence_split: Annotated[
         str, typer.Option(help="Split whose profiles are the training evidence.")
     ] = "train",
@@ -59,9 +68,10 @@ def bench_command(
     as_json: JsonOption = False,
 ) -> None:
     """Equal-budget baselines on held-out tasks: the base, each sibling, the best sibling
-    by training evidence, the router's Rank-1 chosen before any rollout, a random sibling
-    (one rollout per pair, no verifier), and best-of-N / retry / router arms that read the
-    scorer's verdict (marked verifier), with model calls counted and paired sign tests."""
+    by training evidence, the router's Rank-1 chosen before any rollout, a random sibling,
+    all repairs combined in one harness (one rollout per pair, no verifier), and best-of-N
+    / retry / router arms that read the scorer's verdict (marked verifier), with model
+    calls counted and paired sign tests."""
     from ..baselines import run_baselines
     from ..harness import lineage_root
     from ..profiles.candidates import pool_specs
@@ -88,6 +98,6 @@ def bench_command(
         result = run_baselines(
             ws.open_store(store), template, base=spec, siblings=chosen, extra=more,
             evidence_split=evidence_split, heldout_split=split, attempts=attempts,
-            progress=progress,
+            combined_dir=ws.state_dir / "combined" if combined else None, progress=progress,
         )  # fmt: skip
     render_baselines(result, as_json=as_json)

@@ -35,6 +35,11 @@ def render_baselines(result, *, as_json: bool) -> None:
             _p(arm.vs_base_p),
         )
     out.print(table)
+    if result.combined:
+        held = ", ".join(result.combined_siblings) or "none"
+        out.print(f"all repairs combined: {escape(result.combined)} holds {escape(held)}")
+        for name, why in result.combined_left_out.items():
+            out.print(f"  left out {escape(name)}: {escape(why)}", soft_wrap=True)
     out.print(
         f"best: {escape(result.best)}. Without a verifier every arm spends one rollout per "
         f"pair; 'verifier' arms read the scorer's verdict and spend up to {result.attempts}. "

@@ -22,6 +22,7 @@ from .options import (
     TimeoutOption,
     WorkersOption,
     eval_request,
+    one_of,
     placement,
     policy_of,
     pool_arg,
@@ -52,8 +53,17 @@ RouterOption = Annotated[
     typer.Option(
         help="Rank-1 routed eval: POOL (a directory of harnesses, of which those of "
         "HARNESS's lineage count, or comma-separated names) with current profiles under "
-        "this policy; each task with a failure of "
-        "HARNESS re-runs under the router's first choice. See docs/profiles.md.",
+        "this policy; each task runs under the router's first choice (see --route-when). "
+        "See docs/profiles.md.",
+    ),
+]
+RouteWhenOption = Annotated[
+    str,
+    typer.Option(
+        help="With --router: 'before' routes every task from its category before any rollout "
+        "(no verifier, equal rollouts); 'failed' routes only tasks HARNESS failed, from its "
+        "failure outcomes (verifier access: the routed side spends extra rollouts).",
+        callback=one_of("before", "failed"),
     ),
 ]
 
@@ -78,6 +88,7 @@ def eval_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
     router: RouterOption = None,
+    route_when: RouteWhenOption = "before",
     yes: YesOption = False,
 ) -> None:
     """Evaluate a harness on a suite split: cached rollouts are served from the store, the
@@ -102,7 +113,7 @@ def eval_command(
     )  # fmt: skip
     db = ws.open_store(store)
     if router is not None:
-        return _routed(ws, db, request, router, as_json=as_json)
+        return _routed(ws, db, request, router, route_when, as_json=as_json)
     with rollout_progress(err_console()) as progress:
         result = evaluate(
             request, db, progress=progress, before_run=cost_gate(ws, request, yes=yes)
@@ -153,8 +164,8 @@ def _syntax_error(root) -> str | None:
     return None
 
 
-def _routed(ws, db, request, pool: str, *, as_json: bool) -> None:
-    """``harnessctl eval HARNESS --router POOL``: base vs Rank-1 routed, same rollouts."""
+def _routed(ws, db, request, pool: str, when: str, *, as_json: bool) -> None:
+    """``harnessctl eval HARNESS --router POOL``: base vs Rank-1 routed."""
     from ..profiles.candidates import pool_specs
     from ..profiles.routed import routed_eval
     from ..summary import RoutedEvalRecord
@@ -164,7 +175,7 @@ def _routed(ws, db, request, pool: str, *, as_json: bool) -> None:
 
     specs = pool_specs(ws, pool_arg(pool), lineage_of=request.harness)
     with rollout_progress(err_console()) as progress:
-        result = routed_eval(request, specs, db, progress=progress)
+        result = routed_eval(request, specs, db, progress=progress, when=when)
     if as_json:
         print_result(RoutedEvalRecord.of(request.harness.name, request.policy.id, result))
     else:

@@ -79,8 +79,9 @@ def _sized(c: Console) -> Console:
     return c
 
 
-@lru_cache(maxsize=1)
 def console() -> Console:
+    # Not cached: the width follows COLUMNS when the output is made (a long-lived process,
+    # a test runner, may change it between commands).
     return _sized(Console(highlight=False))
 
 

@@ -34,10 +34,17 @@ def render_route(console: Console, result) -> None:
 
 def render_routed(console: Console, spec, request, result) -> None:
     b, r = result.base, result.routed
+    how = (
+        "every task routed from its category before any rollout (no verifier)"
+        if result.when == "before"
+        else "tasks the base failed routed from its failures (VERIFIER ACCESS: the routed "
+        "side read the base's verdicts)"
+    )
     console.print(
         f"[bold]Rank-1 routed eval[/] of {escape(spec.name)} on "
         f"{escape(request.suite.name)}/{escape(request.split)}, "
-        f"{result.rollouts} rollouts per task on both sides"
+        f"{result.rollouts} rollouts per task on both sides; {how}",
+        soft_wrap=True,
     )
     table = Table(show_edge=False)
     for col in ("", "success", "95% CI", "successes"):
@@ -55,6 +62,7 @@ def render_routed(console: Console, spec, request, result) -> None:
         text(
             f"delta {100 * d['delta']:+.1f} pts; {d['routed_tasks']} task(s) routed: "
             + ", ".join(f"{n} x{c}" for n, c in d["chosen_counts"].items())
+            + f"; rollouts spent: base {b.rollouts}, routed side {d['routed_side_rollouts']}"
         )
     )
     informed = ", ".join(f"{k} on {'/'.join(v)}" for k, v in d["informed_by"].items() if v)

@@ -361,6 +361,18 @@ class Engine:
             return [first[t, False] for t in batch], [first[t, True] for t in control]
         return failures[: self.req.batch_size], successes[: self.req.control_size]
 
+    def _tried(self, parent: HarnessSpec, direction: str) -> list[str]:
+        """What editors already proposed for ``parent`` along ``direction`` under this run's
+        policy, across evolve runs: a rerun does not propose a repair again, while an evolve
+        of the same base under another policy (the sim, then a real model, in one
+        workspace) starts afresh, since its failures are its own."""
+        policy = self.req.eval.policy.id
+        return [
+            e.response
+            for e in self.store.edits(parent_hash=parent.hash, direction=direction)
+            if json.loads(e.metrics_json or "{}").get("policy_id", policy) == policy
+        ]
+
     def _round(self, direction, rnd, parent, parent_rows, batch, control):
         from ..store import EditRow
 
@@ -369,11 +381,7 @@ class Engine:
             direction=direction,
             files=scope_files(parent, direction),
             digests=digests,
-            tried=[
-                e.response
-                for e in self.store.edits(parent_hash=parent.hash)
-                if e.direction == direction.name
-            ],
+            tried=self._tried(parent, direction.name),
         )
         feedback = None
         for attempt in range(self.req.editor_retries + 1):

@@ -1,11 +1,19 @@
 """Rank-1 routed evaluation: each task runs under the router's first choice.
 
-The base harness runs every (task, seed) first. A task with no failure keeps the base's
-rollouts. A task with failures is routed from the base's failure outcomes and the task's
-category, and the chosen harness re-runs the same seeds; its rollouts replace the base's
-for that task. Both sides therefore report exactly ``rollouts`` rollouts per task, and the
-comparison is paired on (task, seed). The evidence comes from profiles built on another
-split when one exists (``load_profiles(avoid_split=...)``), never from the judged rollouts.
+The base harness runs every (task, seed) for the comparison. Two ways to route:
+
+- ``when="before"`` (no verifier): every task is routed from its category alone, before any
+  rollout of it, and the chosen harness runs its seeds. The routed side spends exactly the
+  base's rollouts: an equal-budget comparison of two ways to answer each task once.
+- ``when="failed"`` (verifier access): a task the base solved every time keeps the base's
+  rollouts; a task with failures is routed from the base's failure outcomes and category,
+  and the chosen harness re-runs the same seeds, its rollouts replacing the base's. The
+  routed side read the scorer's verdicts and spent the base's rollouts *plus*
+  ``extra_rollouts``: it is a retry with a verifier, not an equal-budget arm.
+
+Both sides report ``rollouts`` rollouts per task, paired on (task, seed). The evidence comes
+from profiles built on another split when one exists (``load_profiles(avoid_split=...)``),
+never from the judged rollouts.
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ class RoutedResult:
     rollouts: int
     choices: dict[str, str]  # task id -> chosen harness (routed tasks only)
     extra_rollouts: int  # rollouts the routed harnesses ran (cached or not)
+    when: str = "before"
+    """``before``: routed before any rollout (no verifier); ``failed``: after the base's
+    failures (the router read the scorer's verdicts)."""
     profile_splits: dict[str, str] = field(default_factory=dict)
     tasks: int = 0
     in_sample_tasks: list[str] = field(default_factory=list)
@@ -48,6 +59,10 @@ class RoutedResult:
             "choices": dict(sorted(self.choices.items())),
             "chosen_counts": dict(sorted(Counter(self.choices.values()).items())),
             "extra_rollouts": self.extra_rollouts,
+            "route_when": self.when,
+            "verifier": self.when == "failed",
+            "routed_side_rollouts": self.routed.rollouts
+            + (self.extra_rollouts if self.when == "failed" else 0),
             "profile_splits": self.profile_splits,
             "tasks": self.tasks,
             "in_sample_tasks": sorted(self.in_sample_tasks),
@@ -63,8 +78,12 @@ def routed_eval(
     *,
     voters: list[Voter] | None = None,
     progress: Progress | None = None,
+    when: str = "before",
 ) -> RoutedResult:
-    """Evaluate ``request.harness`` (the base) and its Rank-1 routed counterpart."""
+    """Evaluate ``request.harness`` (the base) and its Rank-1 routed counterpart, routed
+    ``when`` (``before``/``failed``, the module docstring)."""
+    if when not in ("before", "failed"):
+        raise ValueError(f"when must be 'before' or 'failed', not {when!r}")
     base = request.harness
     candidates = [s for s in pool if s.hash != base.hash]
     profiles = load_profiles(
@@ -82,8 +101,8 @@ def routed_eval(
     choices: dict[str, str] = {}
     pairs: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for task_id, rows in per_task.items():
-        failed = [r for r in rows if not r.success]
-        if not failed:
+        failed = [r for r in rows if not r.success] if when == "failed" else []
+        if when == "failed" and not failed:
             continue
         result = route(
             profiles,
@@ -117,6 +136,7 @@ def routed_eval(
         rollouts=request.rollouts,
         choices=choices,
         extra_rollouts=len(replaced),
+        when=when,
         profile_splits={n: p.split for n, p in sorted(profiles.items())},
         tasks=len(judged),
         in_sample_tasks=sorted(judged & seen),

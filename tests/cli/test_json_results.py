@@ -87,8 +87,8 @@ def cli_json(ws: Path, *args, code: int = 0) -> dict:
 KEYS = {
     "eval": "run_id harness harness_hash policy cached executed infra_failed problems summary",
     "eval-routed": "harness policy rollouts_per_task base routed delta routed_tasks choices "
-    "chosen_counts extra_rollouts profile_splits tasks in_sample_tasks out_of_sample "
-    "informed_by",
+    "chosen_counts extra_rollouts route_when verifier routed_side_rollouts profile_splits tasks "
+    "in_sample_tasks out_of_sample informed_by",
     "evolve": "evolve_id base_success union_rescues stopped gate error_control variants best edits",
     "test": "checks errors",
     "rescue-sim": "groups all_fail rescued extra_rollouts by_harness tasks",
@@ -101,7 +101,7 @@ KEYS = {
 }
 # version 2: eval-routed says which tasks informed the comparison; test names the harnesses
 # it could not check
-VERSIONS = {"eval-routed": 2, "test": 2}
+VERSIONS = {"eval-routed": 3, "test": 2}
 
 
 def keys(words: str) -> list[str]:

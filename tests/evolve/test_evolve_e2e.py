@@ -253,3 +253,28 @@ def test_evolve_on_the_function_calling_base_accepts_its_repairs(tmp_path):
     for variant in result["best"].values():  # siblings still speak function calling
         text = (ws / "harnesses" / variant["name"] / "harness.py").read_text(encoding="utf-8")
         assert "commit_final_answer" in text and "tool_specs = [EXECUTE_SQL" in text
+
+
+def test_the_editor_remembers_its_tries_per_policy(dbbench_world, tmp_path):
+    """The same base evolved again: under the same policy the rule-based editor does not
+    propose the repair it already tried; under another policy (its failures are its own) it
+    starts afresh in the same workspace (issue #43: the sim, then a real model)."""
+    ws = dbbench_world.copy(tmp_path / "ws")
+    store = load_workspace(ws).open_store()
+    direction = "context-construction"
+    first = next(e for e in store.edits(direction=direction) if e.round == 1 and e.attempt == 0)
+    args = [
+        "evolve", "dbbench-base", "--split", "train", "--rounds", "1", "--rollouts", "2",
+        "--directions", direction, "--gate", "same-batch", "--workers", "2", "--json",
+    ]  # fmt: skip
+    before = {e.id for e in store.edits()}
+
+    def proposals():
+        new = [e for e in store.edits(direction=direction) if e.id not in before]
+        before.update(e.id for e in new)
+        return [e.response for e in new]
+
+    run_evolve(ws, args=args)  # the same policy, another evolve id (another gate)
+    assert first.response not in proposals()
+    run_evolve(ws, args=[*args, "--param", "skill=0.45"])  # another policy
+    assert proposals()[0] == first.response

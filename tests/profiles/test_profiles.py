@@ -193,8 +193,18 @@ def test_rank1_routed_eval_beats_base_at_equal_rollouts(ws, profiled, cli) -> No
     out = cli("eval", "dbbench-base", "--split", "test", "--rollouts", "2", "--router", "harnesses")
     assert out["rollouts_per_task"] == 2
     assert out["base"]["rollouts"] == out["routed"]["rollouts"] == 40
-    assert out["routed"]["successes"] > out["base"]["successes"]
-    assert out["delta"] > 0 and out["routed_tasks"] > 0
+    # routed before any rollout: every task, no verdict read, the same 40 rollouts spent
+    assert out["route_when"] == "before" and not out["verifier"]
+    assert out["routed_tasks"] == 20 and out["routed_side_rollouts"] == 40
+    assert out["routed"]["successes"] > out["base"]["successes"] and out["delta"] > 0
+    # routed after the base's failures: a verifier arm, its re-runs counted on its side
+    after = cli(
+        "eval", "dbbench-base", "--split", "test", "--rollouts", "2", "--router", "harnesses",
+        "--route-when", "failed",
+    )  # fmt: skip
+    assert after["verifier"] and 0 < after["routed_tasks"] < 20
+    assert after["routed_side_rollouts"] == 40 + after["extra_rollouts"] > 40
+    assert after["routed"]["successes"] >= out["base"]["successes"]
     assert set(out["profile_splits"].values()) == {"train"}
     assert out["out_of_sample"] and out["in_sample_tasks"] == [] and out["tasks"] == 20
     assert out["informed_by"]["profiles"] == ["train"]

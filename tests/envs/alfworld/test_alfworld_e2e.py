@@ -161,7 +161,7 @@ def test_profile_route_and_the_rank1_routed_eval(ws, profiled, siblings):
         assert ranked["top"][0]["name"] == best, ranked
     pool = ",".join(siblings)
     args = ["eval", BASE, "--suite", SUITE, "--split", "train", "--rollouts", 2]
-    routed = cli_json(ws, *args, "--router", pool)
+    routed = cli_json(ws, *args, "--router", pool, "--route-when", "failed")
     assert routed["routed"]["success_rate"] > routed["base"]["success_rate"], routed
     assert routed["routed_tasks"] > 0 and set(routed["chosen_counts"]) <= set(siblings)
 

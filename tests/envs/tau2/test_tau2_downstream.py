@@ -156,7 +156,7 @@ def test_profile_route_and_the_routed_eval(ws, profiled, siblings, failures):
     # Rank-1 routing over the train split: every routed task served by a sibling, and the
     # routed success above the base's
     args = ["eval", BASE, "--suite", SUITE, "--split", "train", "--rollouts", 2]
-    routed = cli_json(ws, *args, "--router", ",".join(siblings))
+    routed = cli_json(ws, *args, "--router", ",".join(siblings), "--route-when", "failed")
     assert routed["routed"]["success_rate"] > routed["base"]["success_rate"], routed
     assert routed["routed_tasks"] > 0 and set(routed["chosen_counts"]) <= set(siblings), routed
 
