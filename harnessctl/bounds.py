@@ -48,6 +48,10 @@ SCORE_TIMEOUT_S = 20.0
 worker process killed at the limit: the rollout ends ``timeout``."""
 SCORE_MEMORY_BYTES = 1024 * MiB
 """Address space of that worker (``RLIMIT_AS``)."""
+CHECK_OUTPUT_BYTES = 64 * 1024
+"""Output of one OS check script the host keeps (its output is the next check's argument, and
+Linux caps one argument at 128 KiB); the rest is read and dropped, so a check the agent
+shadowed cannot grow the host's memory."""
 SCORE_MAX_VALUE_BYTES = 32 * MiB
 """The largest string or blob one SQLite step may build while scoring
 (``SQLITE_LIMIT_LENGTH``): ``zeroblob(400000000)`` fails at once instead of running."""

@@ -37,7 +37,7 @@ def export_traces_command(
     `execute_tool` span) or Harbor's ATIF. Policy parameters stay redacted."""
     from ..traces import export_traces, select_rollouts
     from ..workspace import load_workspace
-    from .render import console, print_result, text
+    from .render import console, err_console, print_result, text
 
     ws = load_workspace()
     db = ws.open_store(store)
@@ -51,3 +51,7 @@ def export_traces_command(
         console().print(
             text(f"{result.rollouts} rollout(s) written as {fmt} ({result.spec}) to {out}")
         )
+    for rollout, why in result.skipped.items():
+        err_console().print(text(("skipped ", "yellow"), f"{rollout}: {why}"), soft_wrap=True)
+    for warning in result.warnings:
+        err_console().print(text(("warning: ", "yellow"), warning), soft_wrap=True)

@@ -18,11 +18,20 @@ def view_command(
         ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one).")] = 8765,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Another name requests may give as their Host (repeatable); loopback names "
+            "and --host are allowed, any other Host is refused (DNS rebinding)."
+        ),
+    ] = None,
     store: StoreOption = None,
 ) -> None:
     """Serve a read-only web viewer over the store: runs, rollouts with filters, each
     trajectory with every model call, tool call and environment step, the evolution lineage
     and the profiles. The page polls, so a running eval's new rollouts appear as they land.
+    Prints a URL holding a token made for this launch: only a browser that opened it reads
+    the store (requests with a foreign Host or from another origin are refused too).
     Needs the 'view' extra: pip install 'harnessctl[view]'. Ctrl-C stops it."""
     from ..errors import ConfigError
     from ..view import LOOPBACK
@@ -45,11 +54,23 @@ def view_command(
         err_console().print(
             f"[yellow]warning:[/] serving on {host}: anyone who can reach it reads the store"
         )
-    if port == 0:  # pick one now, so the address printed is the one served
-        import socket
+    port = port or _free_port(host)  # chosen now, so the address printed is the one served
+    import secrets
 
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-            probe.bind((host, 0))
-            port = probe.getsockname()[1]
-    err_console().print(f"harnessctl view on http://{host}:{port}/ (Ctrl-C stops it)")
-    uvicorn.run(create_app(db, ws), host=host, port=port, log_level="warning")
+    token = secrets.token_urlsafe(24)
+    hosts = {*LOOPBACK, *([] if host in ("0.0.0.0", "::") else [host]), *(allow_host or [])}
+    shown = f"[{host}]" if ":" in host else host
+    err_console().print(
+        f"harnessctl view on http://{shown}:{port}/?token={token} (Ctrl-C stops it)",
+        soft_wrap=True,
+    )
+    app = create_app(db, ws, token=token, hosts=hosts)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])

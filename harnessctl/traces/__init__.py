@@ -35,7 +35,12 @@ class ExportTracesResult(Result):
     """The format version followed: the semantic-conventions schema URL, or the ATIF version."""
     out: str
     rollouts: int
+    """Rollouts written."""
     files: list[str] = Field(default_factory=list)
+    skipped: dict[str, str] = Field(default_factory=dict)
+    """Rollout id -> why it was left out (its trajectory unreadable or malformed)."""
+    warnings: list[str] = Field(default_factory=list)
+    """What was written other than recorded (a time outside its rollout, clamped)."""
 
 
 def select_rollouts(
@@ -76,30 +81,62 @@ def select_rollouts(
 
 def export_traces(store: Any, rows: list, fmt: str, out: Path) -> ExportTracesResult:
     """Write the rollouts ``rows`` (store rows) in ``fmt`` to ``out``: a file for ``otel``,
-    a directory of ``<rollout id>.json`` for ``atif``."""
+    a directory of ``<rollout id>.json`` for ``atif``. A rollout whose trajectory cannot be
+    read or converted (a corrupt file, a malformed record: trajectories hold what sandboxes
+    wrote) is left out and named in ``skipped``; the others are written."""
     if fmt not in FORMATS:
         raise ConfigError("--format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
-    pairs = [(row, store.trajectory(row)) for row in rows]
-    if fmt == "otel":
-        from .otel import SEMCONV_SCHEMA_URL, to_otlp
+    from .atif import ATIF_VERSION, to_atif
+    from .otel import SEMCONV_SCHEMA_URL, rollout_spans, to_otlp
 
+    skipped: dict[str, str] = {}
+    warnings: list[str] = []
+    built: list[tuple[Any, Any, Any]] = []  # (row, trajectory, spans or ATIF document)
+    for row in rows:
+        try:
+            trajectory = store.trajectory(row)
+            made = (
+                rollout_spans(row, trajectory, warnings)
+                if fmt == "otel"
+                else to_atif(row, trajectory)
+            )
+            json.dumps(made)  # a value JSON cannot write fails here, not mid-file
+        except Exception as exc:  # untrusted content: one bad rollout never fails the export
+            skipped[row.id] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            continue
+        built.append((row, trajectory, made))
+    if not built:
+        raise HarnessctlError(
+            f"no rollout could be exported ({len(skipped)} skipped: "
+            + "; ".join(f"{k}: {v}" for k, v in list(skipped.items())[:3])
+            + ")"
+        )
+    if fmt == "otel":
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(to_otlp(pairs)), encoding="utf-8")
+        pairs = [(row, t) for row, t, _ in built]
+        spans = [span for _, _, made in built for span in made]
+        out.write_text(json.dumps(to_otlp(pairs, spans)), encoding="utf-8")
         return ExportTracesResult(
             format=fmt,
             spec=SEMCONV_SCHEMA_URL,
             out=str(out),
-            rollouts=len(rows),
+            rollouts=len(built),
             files=[str(out)],
+            skipped=skipped,
+            warnings=warnings,
         )
-    from .atif import ATIF_VERSION, to_atif
-
     out.mkdir(parents=True, exist_ok=True)
     files = []
-    for row, trajectory in pairs:
+    for row, _, document in built:
         path = out / f"{row.id}.json"
-        path.write_text(json.dumps(to_atif(row, trajectory), indent=1), encoding="utf-8")
+        path.write_text(json.dumps(document, indent=1), encoding="utf-8")
         files.append(str(path))
     return ExportTracesResult(
-        format=fmt, spec=ATIF_VERSION, out=str(out), rollouts=len(rows), files=files
+        format=fmt,
+        spec=ATIF_VERSION,
+        out=str(out),
+        rollouts=len(built),
+        files=files,
+        skipped=skipped,
+        warnings=warnings,
     )

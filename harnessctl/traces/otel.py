@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 from ..gateway.protocol import redact
@@ -45,15 +46,17 @@ _ERROR_OUTCOMES = {"harness_error", "infra_error", "timeout"}
 """Outcomes where the rollout itself failed (a wrong answer is a result, not an error)."""
 
 
-def to_otlp(pairs: list) -> dict[str, Any]:
-    """``(rollout row, Trajectory)`` pairs as one OTLP/JSON ``ExportTraceServiceRequest``."""
+def to_otlp(pairs: list, spans: list | None = None) -> dict[str, Any]:
+    """``(rollout row, Trajectory)`` pairs as one OTLP/JSON ``ExportTraceServiceRequest``
+    (``spans``: already built, e.g. rollout by rollout with bad ones left out)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         ours = version("harnessctl")
     except PackageNotFoundError:
         ours = "unknown"
-    spans = [span for row, t in pairs for span in rollout_spans(row, t)]
+    if spans is None:
+        spans = [span for row, t in pairs for span in rollout_spans(row, t)]
     return {
         "resourceSpans": [
             {
@@ -73,7 +76,10 @@ def to_otlp(pairs: list) -> dict[str, Any]:
     }
 
 
-def rollout_spans(row: Any, t: Any) -> list[dict[str, Any]]:
+def rollout_spans(row: Any, t: Any, warnings: list[str] | None = None) -> list[dict[str, Any]]:
+    """The spans of one rollout. A time the sandbox reported (untrusted: a runtime event's
+    ``t``) that is not a finite number within the rollout is clamped into it, and said in
+    ``warnings``."""
     trace_id = _hex(row.id, 32)
     root_id = _span_id(row.id, "rollout")
     end = row.created_at
@@ -138,8 +144,17 @@ def rollout_spans(row: Any, t: Any) -> list[dict[str, Any]]:
             )
         )
     if not t.steps:
-        spans.extend(_turn_tool_spans(trace_id, root_id, row.id, t, start))
+        spans.extend(_turn_tool_spans(trace_id, root_id, row.id, t, (start, end), warnings))
     return spans
+
+
+def _when(value: Any, window: tuple[float, float]) -> float | None:
+    """``value`` as a time within ``window``; None when it is not a finite number there."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not math.isfinite(value) or not window[0] <= value <= window[1]:
+        return None
+    return float(value)
 
 
 def _call_span(trace_id: str, parent: str, rollout: str, call: Any, start: float) -> dict:
@@ -182,14 +197,26 @@ def _call_span(trace_id: str, parent: str, rollout: str, call: Any, start: float
     )
 
 
-def _turn_tool_spans(trace_id: str, parent: str, rollout: str, t: Any, start: float) -> list:
+def _turn_tool_spans(
+    trace_id: str,
+    parent: str,
+    rollout: str,
+    t: Any,
+    window: tuple[float, float],
+    warnings: list[str] | None,
+) -> list:
     """Tool calls the runtime reported (in-sandbox environments: the harness ran them)."""
     spans = []
     for n, turn in enumerate(t.turns()):
         action = turn.get("action") or {}
         if not isinstance(action, dict) or action.get("kind") != "tool":
             continue
-        at = float(turn.get("t") or start)
+        at = _when(turn.get("t"), window)
+        if at is None:
+            at = window[0]
+            if warnings is not None and turn.get("t") is not None:
+                shown = repr(turn.get("t"))[:40]
+                warnings.append(f"{rollout}: turn {n}'s time {shown} is not within the rollout")
         observation = turn.get("observation") or {}
         text = observation.get("text", "") if isinstance(observation, dict) else str(observation)
         attrs = {

@@ -104,6 +104,46 @@ def test_otel_export_loads_in_opentelemetry_proto(evaluated, tmp_path):
         assert root["harnessctl.outcome"].string_value == row.outcome
 
 
+@pytest.mark.parametrize("fmt", ["otel", "atif"])
+def test_a_forged_time_is_clamped_and_a_corrupt_trajectory_skipped(evaluated, tmp_path, fmt):
+    """Trajectories hold what sandboxes wrote: a runtime event's time forged as 1e308 or a
+    word is clamped into its rollout with a warning, and a corrupt trajectory file is left
+    out and named; the rest of the selection is exported and loads in its own tooling."""
+    from harnessctl.store.trajectories import write_trajectory
+
+    workspace, store, run = evaluated
+    rows = sorted(store.rollouts(), key=lambda r: r.id)
+    forged, corrupt = rows[0], rows[1]
+    data = store.trajectory_data(forged)
+    turns = [e for e in data["events"] if e.get("event") == "turn"]
+    assert turns
+    for n, turn in enumerate(turns):
+        turn["t"] = [1e308, "yesterday", float("nan")][n % 3]
+        turn["action"] = {"kind": "tool", "tool": "sql", "argument": "SELECT 1"}
+    write_trajectory(store.trajectory_dir / forged.trajectory_path, data)
+    (store.trajectory_dir / corrupt.trajectory_path).write_bytes(b"\x1f\x8b not gzip")
+    out = tmp_path / ("traces.json" if fmt == "otel" else "atif")
+    result = invoke(
+        "export-traces", "--format", fmt, "--out", out, "--run", run["run_id"], "--json"
+    )
+    assert result.exit_code == 0, result.output
+    done = ExportTracesResult.model_validate_json(result.stdout[result.stdout.index("{") :])
+    assert done.rollouts == len(rows) - 1 and list(done.skipped) == [corrupt.id]
+    assert "corrupt" in done.skipped[corrupt.id]
+    if fmt == "atif":
+        assert sorted(p.stem for p in out.iterdir()) == sorted(r.id for r in rows[2:] + [forged])
+        return
+    assert len(done.warnings) == len(turns) and all(forged.id in w for w in done.warnings)
+    spans = _otlp_message(json.loads(out.read_text())).resource_spans[0].scope_spans[0].spans
+    assert {s.trace_id.hex() for s in spans} == {r.id for r in rows if r is not corrupt}
+    mine = [s for s in spans if s.trace_id.hex() == forged.id]
+    root = next(s for s in mine if not s.parent_span_id)
+    tools = [s for s in mine if s.name.startswith("execute_tool")]
+    assert len(tools) == len(turns)
+    for span in tools:  # clamped into the rollout
+        assert root.start_time_unix_nano <= span.start_time_unix_nano <= root.end_time_unix_nano
+
+
 def _atif_invariants(doc: dict) -> None:
     """Harbor's model validators, which its JSON schema cannot say."""
     for n, step in enumerate(doc["steps"], start=1):

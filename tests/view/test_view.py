@@ -99,7 +99,7 @@ def test_api_is_read_only_and_filters(populated):
     from harnessctl.view.app import create_app
 
     workspace, store, hostile = populated
-    client = TestClient(create_app(store))
+    client = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
     page = client.get("/")
     assert (
         page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
@@ -201,8 +201,11 @@ class Browser:
         self.proc.wait(timeout=30)
 
 
+TOKEN = "launch-token"
+
+
 @contextlib.contextmanager
-def serving(store, workspace=None):
+def serving(store, workspace=None, token=None):
     """The viewer over ``store`` on a free loopback port, in a thread: its URL."""
     import uvicorn
 
@@ -210,7 +213,10 @@ def serving(store, workspace=None):
 
     port = _free_port()
     config = uvicorn.Config(
-        create_app(store, workspace), host="127.0.0.1", port=port, log_level="warning"
+        create_app(store, workspace, token=token),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -227,7 +233,7 @@ def serving(store, workspace=None):
 @pytest.fixture
 def served(populated):
     workspace, store, hostile = populated
-    with serving(store, load_workspace(workspace)) as url:
+    with serving(store, load_workspace(workspace), token=TOKEN) as url:
         yield workspace, store, hostile, url
 
 
@@ -238,7 +244,9 @@ def test_viewer_in_headless_chromium(served, tmp_path):
     workspace, store, hostile, url = served
     browser = Browser(tmp_path / "profile")
     try:
-        browser.call("Page.navigate", url=url)
+        # the launch's URL sets the cookie and drops the token; every later page reads with it
+        browser.call("Page.navigate", url=f"{url}?token={TOKEN}")
+        assert browser.wait_for("location.search === '' && location.pathname === '/'")
         assert browser.wait_for("document.querySelectorAll('#runs-table tbody tr').length") == 1
         # a trajectory opens; the hostile text is text: no element, no script ran
         browser.call("Page.navigate", url=f"{url}#rollout={hostile}")
@@ -319,20 +327,59 @@ def test_the_command_serves_on_loopback(populated):
     )
     try:
         line = proc.stderr.readline()
-        assert "http://127.0.0.1:" in line, line
+        assert "http://127.0.0.1:" in line and "/?token=" in line, line
         url = line.split()[3]
+        root = url.split("?")[0]
         deadline = time.time() + 30
         while True:
             try:
-                response = httpx.get(url + "api/rollouts")
+                bare = httpx.get(root + "api/rollouts")
                 break
             except httpx.ConnectError:
                 assert time.time() < deadline and proc.poll() is None
                 time.sleep(0.2)
-        assert response.json()["total"] == 3
+        assert bare.status_code == 401  # no token, no store
+        with httpx.Client() as browser:  # the printed URL sets the cookie, then redirects
+            opened = browser.get(url, follow_redirects=True)
+            assert opened.status_code == 200 and str(opened.url) == root
+            assert browser.get(root + "api/rollouts").json()["total"] == 3
+        rebound = httpx.get(root + "api/rollouts", headers={"Host": "attacker.example:80"})
+        assert rebound.status_code == 403
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_the_guard_refuses_foreign_hosts_other_origins_and_missing_tokens(populated):
+    """DNS rebinding (a page of another name resolved to 127.0.0.1), cross-origin requests
+    and requests without the launch's token read nothing; the printed URL's token sets a
+    strict, HttpOnly cookie and is dropped from the address."""
+    from starlette.testclient import TestClient
+
+    from harnessctl.view.app import create_app
+
+    workspace, store, hostile = populated
+    app = create_app(store, token="s3cret", hosts=["127.0.0.1", "localhost", "::1"])
+    for base in ("http://attacker.example:8765", "http://127.0.0.1.nip.io:8765"):
+        foreign = TestClient(app, base_url=base)
+        assert foreign.get("/api/runs", params={"token": "s3cret"}).status_code == 403
+    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    assert client.get("/api/runs").status_code == 401
+    assert client.get("/api/runs", cookies={"harnessctl_view": "guess"}).status_code == 401
+    opened = client.get("/?token=s3cret&x=1", follow_redirects=False)
+    assert opened.status_code == 303 and opened.headers["location"] == "/?x=1"
+    cookie = opened.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie
+    assert client.get("/api/runs").json()["kind"] == "runs"  # the cookie now carries it
+    for headers in (
+        {"Origin": "http://attacker.example"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ):
+        assert client.get("/api/runs", headers=headers).status_code == 403, headers
+    assert client.get("/api/runs", headers={"Origin": "http://127.0.0.1:8765"}).status_code == 200
+    ipv6 = TestClient(app, base_url="http://[::1]:8765")
+    assert ipv6.get("/api/runs", params={"token": "s3cret"}).json()["kind"] == "runs"
 
 
 def _two_runs(store) -> tuple[str, str]:
@@ -402,9 +449,10 @@ def test_two_runs_compared_side_by_side_in_chromium(workspace, tmp_path):
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
     store = load_workspace(workspace).open_store()
     a, b = _two_runs(store)
-    api = TestClient(create_app(store)).get("/api/compare", params={"a": a, "b": b}).json()
+    client = TestClient(create_app(store), base_url="http://localhost:8765")
+    api = client.get("/api/compare", params={"a": a, "b": b}).json()
     assert (api["kind"], api["pairs"], api["rescues"], api["regressions"]) == ("compare", 2, 1, 0)
-    assert TestClient(create_app(store)).get("/api/compare").status_code == 400
+    assert client.get("/api/compare").status_code == 400
     with serving(store) as url:
         browser = Browser(tmp_path / "profile")
         try:

@@ -312,6 +312,10 @@ class OSEnvironment(Environment):
         if played is None or played.container is None:
             return Score(success=False, detail={**detail, "checks": "no task container"})
         params = [str(answer)]
+        if "\x00" in params[0]:  # no program argument can hold one: the agent's failure
+            return Score(
+                success=False, detail={**detail, "checks": "the answer holds a NUL byte"}
+            )
         statuses: list[int | None] = []
         deadline = time.monotonic() + bounds.SCORE_TIMEOUT_S
         for script in record["check"]:

@@ -33,6 +33,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from ... import bounds
+
 DEFAULT_IMAGE = "harnessctl-os:latest"
 DOCKER_TIMEOUT_S = 60.0
 SESSION_START_S = 10.0
@@ -273,16 +275,33 @@ class TaskContainer:
         else:
             cmd = ["bash", "-c", code, *(("--", *params) if params else ())]
         try:
-            done = subprocess.run(
+            proc = subprocess.Popen(
                 ["docker", "exec", "-w", "/", self.id, *cmd],
-                capture_output=True,
-                timeout=timeout,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                check=False,
             )
+        except (OSError, ValueError) as exc:  # arguments no program can take (E2BIG, NUL)
+            return 126, f"the check could not start with these arguments: {exc}"
+        kept = bytearray()
+
+        def drain() -> None:  # keep the first CHECK_OUTPUT_BYTES, read and drop the rest
+            assert proc.stdout is not None
+            for chunk in iter(lambda: proc.stdout.read(65536), b""):  # type: ignore[union-attr]
+                if len(kept) < bounds.CHECK_OUTPUT_BYTES:
+                    kept.extend(chunk[: bounds.CHECK_OUTPUT_BYTES - len(kept)])
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        try:
+            status = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
             return None, ""
-        return done.returncode, clean_text(done.stdout + done.stderr)
+        finally:
+            reader.join(timeout=5)
+        return status, clean_text(bytes(kept))
 
     def run_background(self, code: str) -> None:
         """Start ``code`` detached (AgentBench's ``start``: it keeps running)."""

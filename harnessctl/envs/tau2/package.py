@@ -74,8 +74,11 @@ def tau2() -> SimpleNamespace:
 
 
 def new_environment(domain: str) -> Any:
-    """A fresh tau2 domain environment (its database as shipped, its tools and policy)."""
-    return tau2().registry.get_env_constructor(domain)()
+    """A fresh tau2 domain environment (its database as shipped, its tools and policy), its
+    tools that run their arguments as code bounded (:mod:`.guard`)."""
+    from .guard import guard_tools
+
+    return guard_tools(tau2().registry.get_env_constructor(domain)())
 
 
 @cache

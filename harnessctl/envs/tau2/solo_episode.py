@@ -50,8 +50,11 @@ class HarnessSoloAgent(LLMSoloAgent):
 
 
 def solo_environment(domain: str) -> Any:
-    """tau2's domain environment in solo mode (``environment_constructor(solo_mode=True)``)."""
-    return _T.registry.get_env_constructor(domain)(solo_mode=True)
+    """tau2's domain environment in solo mode (``environment_constructor(solo_mode=True)``),
+    its tools that run their arguments as code bounded (:mod:`.guard`)."""
+    from .guard import guard_tools
+
+    return guard_tools(_T.registry.get_env_constructor(domain)(solo_mode=True))
 
 
 def solo_agent(domain: str, task: Any, environment: Any = None) -> HarnessSoloAgent:

@@ -208,3 +208,46 @@ def test_a_task_container_whose_owner_is_gone_is_reaped(monkeypatch):
         assert gone.returncode != 0
     finally:
         orphan.close()
+
+
+# --- what the checks read back from a container the agent controlled ------------------------
+
+CHECK_TASK = load_tasks(ROOT / "examples" / "os_interaction").by_id()["dev.6"]
+
+
+@pytest.fixture
+def check_episode():
+    env = OSEnvironment(command_timeout_s=10)
+    played = env.open_episode(CHECK_TASK, 0)
+    played.reset()
+    yield env, played
+    played.close()
+
+
+@pytest.mark.slow
+def test_a_nul_in_the_answer_is_the_agents_failure_not_an_infra_error(check_episode):
+    env, played = check_episode
+    score = env.score(CHECK_TASK, ROOT, "3\x00; echo forged", played)
+    assert not score.success and "NUL" in score.detail["checks"]
+
+
+@pytest.mark.slow
+def test_a_flood_of_check_output_is_capped_on_the_host(check_episode):
+    """A shadowed interpreter that floods its output (300 MB) costs the host at most the
+    cap (64 KiB kept; the rest read and dropped): the eval's memory stays bounded."""
+    import resource
+
+    env, played = check_episode
+    flood = 'head -c 300000000 /dev/zero | tr "\\000" a'
+    played.step(
+        "bash",
+        f"echo '#!/bin/sh' > /usr/local/bin/bash && echo '{flood}' >> /usr/local/bin/bash"
+        " && chmod +x /usr/local/bin/bash",
+        None,
+    )
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    score = env.score(CHECK_TASK, ROOT, "3", played)
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 64, grown_mib
+    assert not score.success  # the next check got 64 KiB of 'a', not a number
+    assert score.detail["checks"] == [0, 1]

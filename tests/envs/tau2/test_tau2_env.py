@@ -255,3 +255,32 @@ def test_env_options_user_binds_taus_user_to_the_episodes_model_access(tmp_path)
     results = [m for m in access.seen[2][0] if m["role"] == "tool"]
     assert len(results) == 1 and "Airplane Mode" in results[0]["content"]
     assert env.score(task, NOWHERE, None, episode).detail["termination"] == "user_stop"
+
+
+def test_a_calculate_bomb_is_a_tool_error_at_once_and_other_answers_are_taus(env):
+    """tau2's ``calculate`` evals its expression in the host process: ``9**9**9`` would hold
+    the interpreter for minutes. Through an episode it is a tool error within a second, and
+    the conversation goes on; ordinary expressions get tau2's own answers, and the tool's
+    schema is tau2's."""
+    import time
+
+    from harnessctl.envs.tau2.package import tau2 as tau2_package
+
+    raw = tau2_package().registry.get_env_constructor("airline")()
+    guarded = new_environment("airline")
+    for expression in ("2+2", "12.5 * 3 - 1", "(100 - 15) / 3", "2**-3", "9**99", "7 // 2"):
+        assert guarded.use_tool("calculate", expression=expression) == raw.use_tool(
+            "calculate", expression=expression
+        )
+    schemas = {t.name: t.openai_schema for t in raw.get_tools()}
+    assert {t.name: t.openai_schema for t in guarded.get_tools()} == schemas
+
+    task = next(t for t in env.load_tasks(TASKS).tasks if t.record["domain"] == "airline")
+    episode = env.open_episode(task, 0)
+    episode.reset()
+    for bomb in ("9**9**9", "(10**5000)*(10**5000)*(10**5000)", "2**(2**40)"):
+        start = time.monotonic()
+        out = episode.step("calculate", "", {"expression": bomb})
+        assert time.monotonic() - start < 1.0, bomb
+        assert "too large" in out.observation and not episode.done, out
+    assert "4.0" in episode.step("calculate", "", {"expression": "2+2"}).observation
