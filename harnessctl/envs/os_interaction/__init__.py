@@ -154,8 +154,25 @@ class OSEpisode(Episode):
         if self.container is None:
             raise ContainerError("the episode was stepped before reset")
         self.commands += 1
+        stopped = self._take_background()
         result = self.container.bash(command)
-        return self._observe(result)
+        observed = self._observe(result)
+        if stopped and "error" not in observed.info:
+            observed.info["limit"] = "disk"
+            observed.info["error"] = (
+                "a process left running wrote past the system's disk limit "
+                f"({self.limits.disk_mb} MiB, {self.limits.files} files) and was stopped"
+            )
+        return observed
+
+    def _take_background(self) -> bool:
+        """Limits the container enforced between commands, as events; True if any."""
+        if self.container is None or not self.container.background:
+            return False
+        taken, self.container.background[:] = list(self.container.background), []
+        for event in taken:
+            self.events.append({"command": self.commands, **event, "background": True})
+        return True
 
     def _observe(self, result: CommandResult) -> StepResult:
         info: dict[str, Any] = {"exit_code": result.exit_code}
@@ -223,7 +240,9 @@ class OSEnvironment(Environment):
     max_calls = 12
     max_tokens = 60_000
     #: Bumped when loading, episodes or scoring change what a rollout's outcome would be.
-    version = "1"
+    #: Bumped when a rollout's outcome could change (2: disk and file limits enforced
+    #: between commands too, check output capped).
+    version = "2"
     #: Repair directions for os_interaction harnesses, with the rule-based editor's repairs.
     directions = HERE / "directions"
 
@@ -234,6 +253,7 @@ class OSEnvironment(Environment):
         pids: int = 256,
         memory_mb: int = 512,
         disk_mb: int = 256,
+        files: int = 20_000,
     ) -> None:
         if not isinstance(image, str) or not image:
             raise ValueError(f"image must be an image name, got {image!r}")
@@ -243,6 +263,7 @@ class OSEnvironment(Environment):
             pids=int(pids),
             memory_mb=int(memory_mb),
             disk_mb=int(disk_mb),
+            files=int(files),
         )
 
     def load_tasks(self, path: Path) -> TaskSet:
@@ -303,6 +324,7 @@ class OSEnvironment(Environment):
         played = episode if isinstance(episode, OSEpisode) else None
         detail: dict[str, Any] = {"answer": answer}
         if played is not None:
+            played._take_background()
             detail["events"] = list(played.events)
             detail["init_status"] = list(played.init_status)
         record = task.record
@@ -313,9 +335,7 @@ class OSEnvironment(Environment):
             return Score(success=False, detail={**detail, "checks": "no task container"})
         params = [str(answer)]
         if "\x00" in params[0]:  # no program argument can hold one: the agent's failure
-            return Score(
-                success=False, detail={**detail, "checks": "the answer holds a NUL byte"}
-            )
+            return Score(success=False, detail={**detail, "checks": "the answer holds a NUL byte"})
         statuses: list[int | None] = []
         deadline = time.monotonic() + bounds.SCORE_TIMEOUT_S
         for script in record["check"]:

@@ -28,6 +28,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -83,8 +84,10 @@ class Limits:
     cpus: float = 1.0
     file_mb: int = 64  # RLIMIT_FSIZE: the largest file a process may write
     tmp_mb: int = 64  # /tmp is a tmpfs of this size
-    disk_mb: int = 256  # the writable layer, measured while a command runs
-    disk_poll_s: float = 1.0
+    disk_mb: int = 256  # the writable layer, measured all the time the container lives
+    files: int = 20_000  # entries in the writable layer (an empty file costs an inode, no byte)
+    disk_poll_s: float = 1.0  # docker inspect --size, when the layer is not readable here
+    layer_poll_s: float = 0.2  # the layer's directory walked from the host
 
 
 @dataclass
@@ -137,6 +140,70 @@ def image_present(image: str) -> bool:
     except ContainerError:
         return False
     return True
+
+
+#: The host's watcher of its task containers, a process of its own session: it reads
+#: container ids (``-ID`` forgets one) and, when its stdin ends (the host exited, however it
+#: died: the pipe closes with the last process holding it), removes every one it still holds.
+WATCHER = """
+import subprocess, sys
+held = set()
+for line in sys.stdin:
+    line = line.strip()
+    if line.startswith("-"):
+        held.discard(line[1:])
+    elif line:
+        held.add(line)
+for cid in held:
+    subprocess.run(["docker", "rm", "-f", cid], capture_output=True, timeout=60)
+"""
+_watcher: subprocess.Popen[str] | None = None
+_watcher_pid = 0  # the process that started it (a forked child starts its own)
+_watcher_lock = threading.Lock()
+
+
+def watch_container(container_id: str, *, forget: bool = False) -> None:
+    """Have the host's watcher remove ``container_id`` if the host dies before closing it
+    (``forget``: closed normally). A SIGKILLed host leaves no task container running."""
+    global _watcher, _watcher_pid
+    with _watcher_lock:
+        if _watcher is None or _watcher_pid != os.getpid() or _watcher.poll() is not None:
+            if forget:
+                return
+            _watcher = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", WATCHER],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                start_new_session=True,  # a kill of the host's process group spares it
+            )
+            _watcher_pid = os.getpid()
+        assert _watcher.stdin is not None
+        with contextlib.suppress(OSError):
+            _watcher.stdin.write(f"{'-' if forget else ''}{container_id}\n")
+            _watcher.stdin.flush()
+
+
+def _walk_usage(root: str) -> tuple[float, int]:
+    """Bytes on disk (MiB) and entries under ``root``, links not followed."""
+    total, entries = 0, 0
+    stack = [root]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    entries += 1
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += st.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
+    return total / (1024 * 1024), entries
 
 
 def reap_orphans() -> int:
@@ -230,7 +297,14 @@ class TaskContainer:
     start_code: str | None = None
     sleep_pid: str | None = None
     restarts: int = 0
+    #: Limits the monitor enforced while no command ran (a background writer): each a dict
+    #: with ``limit`` ("disk"), ``mb`` and ``files``; the episode takes them as events.
+    background: list[dict] = field(default_factory=list)
     _session: _Session | None = None
+    _upper: str | None = None  # the writable layer's directory on the host, when readable
+    _busy: bool = False  # a command of the agent is running (bash() measures then)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _closed: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
         lim = self.limits
@@ -249,8 +323,40 @@ class TaskContainer:
             "-w", "/",
             self.image, "sleep", "infinity",
         ).strip()  # fmt: skip
+        watch_container(self.id)
+        upper = docker(
+            "container", "inspect", "-f", "{{.GraphDriver.Data.UpperDir}}", self.id
+        ).strip()
+        self._upper = upper if upper.startswith("/") and os.access(upper, os.R_OK) else None
         self.sleep_pid = self._find_sleep()
         self._session = self._open_session()
+        threading.Thread(target=self._monitor, name="hx-os-disk", daemon=True).start()
+
+    def _monitor(self) -> None:
+        """The disk limits between commands: a process the agent left running (``nohup
+        writer &``) is stopped once the layer passes ``disk_mb`` or ``files``."""
+        over = False
+        every = self.limits.layer_poll_s if self._upper else self.limits.disk_poll_s
+        while not self._closed.wait(every):
+            with self._lock:
+                if self._busy or self.id is None:
+                    continue
+                try:
+                    mb, files = self.layer_usage()
+                except ContainerError:
+                    continue
+                if self._over(mb, files):
+                    if not over:  # once per crossing: files already written stay
+                        self._stop_commands()
+                        self.background.append(
+                            {"limit": "disk", "mb": round(mb, 1), "files": files}
+                        )
+                    over = True
+                else:
+                    over = False
+
+    def _over(self, mb: float, files: int) -> bool:
+        return mb > self.limits.disk_mb or files > self.limits.files
 
     def _find_sleep(self) -> str | None:
         """The container's ``sleep infinity`` (spared by ``KILL_ALL``), found before any
@@ -348,13 +454,21 @@ class TaskContainer:
                 session.cond.wait(min(deadline, wake) - now)
 
     def disk_used_mb(self) -> float:
-        """The container's writable layer, in MiB (``docker inspect --size``)."""
+        """The container's writable layer, in MiB."""
+        return self.layer_usage()[0]
+
+    def layer_usage(self) -> tuple[float, int]:
+        """The writable layer's size in MiB and its number of entries. Read from the layer's
+        directory on the host when it is readable there (overlay2, a root engine), which
+        counts entries too; else ``docker inspect --size`` (bytes only)."""
         assert self.id is not None
+        if self._upper is not None:
+            return _walk_usage(self._upper)
         out = docker("container", "inspect", "--size", "-f", "{{.SizeRw}}", self.id).strip()
         try:
-            return int(out) / (1024 * 1024)
+            return int(out) / (1024 * 1024), 0
         except ValueError:
-            return 0.0
+            return 0.0, 0
 
     def _stop_commands(self) -> bool:
         """Stop every process the agent's commands started (``KILL_ALL``); False when no
@@ -402,17 +516,30 @@ class TaskContainer:
         )
         started = time.monotonic()
         deadline = started + self.limits.command_timeout_s
+        with self._lock:
+            self._busy = True
+        try:
+            return self._run_command(session, script, nonce, started, deadline)
+        finally:
+            with self._lock:
+                self._busy = False
+
+    def _run_command(
+        self, session: _Session, script: str, nonce: str, started: float, deadline: float
+    ) -> CommandResult:
+        assert self.id is not None
         sent = session.send(script)
         limit: str | None = None
         found = None
         while sent:
-            found = self._wait_marker(session, nonce, deadline, poll=self.limits.disk_poll_s)
+            poll = self.limits.layer_poll_s if self._upper else self.limits.disk_poll_s
+            found = self._wait_marker(session, nonce, deadline, poll=poll)
             if found is not None or session.eof:
                 break
             if time.monotonic() >= deadline:
                 limit = "timeout"
                 break
-            if self.disk_used_mb() > self.limits.disk_mb:
+            if self._over(*self.layer_usage()):
                 limit = "disk"
                 break
         seconds = time.monotonic() - started
@@ -448,10 +575,12 @@ class TaskContainer:
         )  # fmt: skip
 
     def close(self) -> None:
+        self._closed.set()
         if self._session is not None:
             self._session.close()
             self._session = None
         if self.id is not None:
             with contextlib.suppress(ContainerError):
                 docker("rm", "-f", self.id, timeout=30, check=False)
+            watch_container(self.id, forget=True)
             self.id = None

@@ -95,6 +95,48 @@ def test_filling_the_disk_is_stopped_and_recorded(episode):
     assert [e["limit"] for e in events] == ["disk"]
 
 
+@pytest.mark.slow
+def test_a_background_writer_is_stopped_at_the_disk_limit_between_commands(episode):
+    """A writer left running after its command returned (``nohup ... &``) fills the layer
+    while no command runs: the container's monitor stops it past ``disk_mb`` and records a
+    ``disk`` event; the agent is told with its next command."""
+    import time
+
+    env, played = episode
+    played.step(
+        "bash",
+        "nohup sh -c 'i=0; while true; do i=$((i+1)); head -c 8M /dev/zero > /root/w$i;"
+        " done' >/dev/null 2>&1 &",
+        None,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not played.container.background:
+        time.sleep(0.5)
+    assert played.container.background, "the writer was never stopped"
+    time.sleep(3)
+    size_mb, _ = played.container.layer_usage()
+    assert size_mb < env.limits.disk_mb + 80, size_mb  # stopped near the limit, not at 1.4 GB
+    after = played.step("bash", "ls /root | wc -l", None)
+    assert after.info["limit"] == "disk" and "left running" in after.info["error"]
+    events = env.score(TASK, ROOT, "3", played).detail["events"]
+    assert events[0]["limit"] == "disk" and events[0]["background"] is True
+
+
+@pytest.mark.slow
+def test_empty_files_count_against_the_file_limit():
+    """15,000 empty files are 0 bytes but 15,000 inodes: the file limit stops them."""
+    env = OSEnvironment(command_timeout_s=20, disk_mb=160, files=5_000)
+    played = env.open_episode(TASK, 0)
+    played.reset()
+    try:
+        out = played.step("bash", "mkdir /root/e && cd /root/e && seq 15000 | xargs touch", None)
+        assert out.info.get("limit") == "disk", out
+        mb, files = played.container.layer_usage()
+        assert files > 5_000 and mb < 160
+    finally:
+        played.close()
+
+
 def test_the_task_container_has_no_network(episode):
     _, played = episode
     out = played.step("bash", "curl -sS -m 3 http://deb.debian.org/ 2>&1; echo rc=$?", None)
@@ -208,6 +250,38 @@ def test_a_task_container_whose_owner_is_gone_is_reaped(monkeypatch):
         assert gone.returncode != 0
     finally:
         orphan.close()
+
+
+@pytest.mark.slow
+def test_the_task_container_is_gone_soon_after_its_host_is_killed():
+    """The host SIGKILLed with its whole process group (no cleanup of its own runs): its
+    watcher, a process of another session, removes the task container at once."""
+    import os
+    import signal
+    import sys
+    import time
+
+    host = subprocess.Popen(
+        [
+            sys.executable, "-c",
+            "from harnessctl.envs.os_interaction.container import TaskContainer\n"
+            "c = TaskContainer(); c.start(); print(c.id, flush=True)\n"
+            "import time; time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    container = host.stdout.readline().strip()
+    assert container
+    os.killpg(host.pid, signal.SIGKILL)
+    host.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if subprocess.run(["docker", "inspect", container], capture_output=True).returncode:
+            break
+        time.sleep(0.5)
+    else:
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True)
+        raise AssertionError("the task container outlived its host")
 
 
 # --- what the checks read back from a container the agent controlled ------------------------
