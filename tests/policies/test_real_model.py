@@ -1,9 +1,10 @@
 """Every LLM path of harnessctl against a real model: SmolLM2-135M-Instruct served by
 llama.cpp on 127.0.0.1 (``harnessctl.localmodel``, the ``local-model`` extra), through litellm
-and the gateway exactly as a provider's model. A 135M model fails the tasks; these tests
-assert behaviour (outcomes recorded, ledgers complete, tokens real, rejections classified
-and fed back, nothing crashing), never the model's quality. Bounded: few tasks, short
-replies, one editor round."""
+and the gateway exactly as a provider's model; one rollout with Qwen2.5-Coder-0.5B from the
+catalogue (fetched once, 491 MB). A small model fails the tasks; these tests assert behaviour
+(outcomes recorded, ledgers complete, tokens real, rejections classified and fed back,
+nothing crashing), never the model's quality. Bounded: few tasks, short replies, one editor
+round."""
 
 from __future__ import annotations
 
@@ -75,6 +76,45 @@ def _check_rollouts(ws, model, store_url: str | None = None) -> list:
         assert sum(c.completion_tokens for c in trajectory.calls) > 0
         assert "api_base" in trajectory.policy.params  # recorded, no secret among them
     return rows
+
+
+def _get(url: str) -> dict | list:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def test_the_server_serves_the_model_under_its_alias_and_caches_prompts(model):
+    """The one name the server lists is the model string's (the ready line's); a second
+    turn finds its conversation's prefix in the slot's cache."""
+    assert model.model == "hosted_vllm/smollm2"
+    assert [m["id"] for m in _get(f"{model.api_base}/models")["data"]] == ["smollm2"]
+    turn = [{"role": "user", "content": "Name one SQL keyword."}]
+    body = {"model": "smollm2", "messages": turn, "max_tokens": 8, "temperature": 0}
+    first = _post(f"{model.api_base}/chat/completions", body)
+    turn += [first["choices"][0]["message"], {"role": "user", "content": "Another one."}]
+    second = _post(f"{model.api_base}/chat/completions", {**body, "messages": turn})
+    assert second["timings"]["cache_n"] >= first["timings"]["prompt_n"] - 1
+    assert second["model"] == "smollm2"
+
+
+def test_a_catalogue_model_runs_a_dbbench_rollout(ws):
+    """Qwen2.5-Coder-0.5B from the catalogue (fetched once, verified) on two slots: one
+    DBBench rollout end to end, recorded with a valid outcome (success not asserted)."""
+    with LocalModel(model="qwen2.5-coder-0.5b", model_dir=MODEL_DIR, parallel=2, ctx=4096) as qwen:
+        assert qwen.model == "hosted_vllm/qwen2.5-coder-0.5b"
+        models = _get(f"{qwen.api_base}/models")["data"]
+        assert [m["id"] for m in models] == ["qwen2.5-coder-0.5b"]
+        slots = _get(qwen.api_base.removesuffix("/v1") + "/slots")
+        assert [s["n_ctx"] for s in slots] == [4096, 4096]  # ctx is per slot
+        other = f"sqlite:///{ws.parent / 'qwen.db'}"
+        args = ["eval", "dbbench-base", *DBBENCH, "--task", "dev-000", "--store", other]
+        args += ["--rollouts", 1, "--max-calls", 6, "--param", "max_tokens=192"]
+        data = cli_json(ws, *args, *real(qwen))
+        assert data["executed"] == 1 and data["infra_failed"] == 0, data
+        (row,) = _check_rollouts(ws, qwen, other)
+    assert row.task_id == "dev-000" and isinstance(row.success, bool)
 
 
 def test_eval_dbbench_with_the_real_model(ws, model):
