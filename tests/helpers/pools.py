@@ -60,6 +60,27 @@ def build_pool(
     return ws, out, names
 
 
+def pool_of_world(
+    root: Path, world: World, *, directions: str = DIRECTIONS
+) -> tuple[Path, Path, list[str]]:
+    """profile -> export-pool of dbbench-base and the round-1 siblings ``world`` (the
+    session's DBBench evolve) accepted along ``directions``, in a copy of its workspace: the
+    pool of :func:`build_pool` without running an evolve of its own."""
+    ws = world.copy(root / "ws")
+    wanted = directions.split(",")
+    siblings = sorted(
+        v["name"]
+        for v in world.result["variants"]
+        if v["round"] == 1 and v["direction"] in wanted and v["parent"] == "dbbench-base"
+    )
+    names = ["dbbench-base", *siblings]
+    assert len(names) >= 3, world.result["variants"]
+    cli(ws, "profile", *names, "--split", "train", "--rollouts", 2)
+    out = root / "exported" / "dbbench-pool"
+    cli(ws, "export-pool", *names, "--name", "dbbench-pool", "--out", out)
+    return ws, out, names
+
+
 #: a small pool, fast enough for a module fixture (two siblings)
 SMALL_POOL = dict(
     directions="execution-recovery,observation-shaping",

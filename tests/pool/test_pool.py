@@ -11,9 +11,9 @@ from tests.helpers.openai_stub import OpenAIStub, Reply
 from tests.helpers.pools import (
     DBB_REPLIES,
     END,
-    build_pool,
     cli,
     dbbench_record,
+    pool_of_world,
     toy_ids,
     toy_prompt,
     vllm_reply,
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow  # the slow tier (README, "Tests")
 
 @pytest.fixture(scope="module")
 def exported(dbbench_world, tmp_path_factory):
-    return build_pool(tmp_path_factory.mktemp("pool"), cache=dbbench_world)
+    return pool_of_world(tmp_path_factory.mktemp("pool"), dbbench_world)
 
 
 def test_export_verify_load_and_manifest(exported):
