@@ -113,9 +113,13 @@ def test_a_background_writer_is_stopped_at_the_disk_limit_between_commands(episo
     while time.monotonic() < deadline and not played.container.background:
         time.sleep(0.5)
     assert played.container.background, "the writer was never stopped"
-    time.sleep(3)
+    time.sleep(2)
     size_mb, _ = played.container.layer_usage()
-    assert size_mb < env.limits.disk_mb + 80, size_mb  # stopped near the limit, not at 1.4 GB
+    time.sleep(3)
+    assert played.container.layer_usage()[0] == size_mb  # stopped: the layer grows no more
+    # the overshoot is what the writer wrote in one poll and the stop (~1 GB/s here; under
+    # 80 MiB on a quiet machine, ~100 under a loaded test run), not the 1.4 GB of no limit
+    assert size_mb < env.limits.disk_mb + 256, size_mb
     after = played.step("bash", "ls /root | wc -l", None)
     assert after.info["limit"] == "disk" and "left running" in after.info["error"]
     events = env.score(TASK, ROOT, "3", played).detail["events"]
