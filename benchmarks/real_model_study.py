@@ -174,8 +174,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads per server")
     parser.add_argument("--phases", default="distribution,sim-evolve,rules-evolve,llm-evolve,bench")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
+    parser.add_argument("--directions", help="override the preset's rule-based directions")
+    parser.add_argument("--max-looks", type=int, help="override the preset's looks")
     args = parser.parse_args()
-    preset = PRESETS[args.preset]
+    preset = dict(PRESETS[args.preset])
+    if args.directions:
+        preset["rules_dirs"] = args.directions.split(",")
+    if args.max_looks:
+        preset["looks"] = args.max_looks
     phases = args.phases.split(",")
     from harnessctl.localmodel import LocalModel
 
