@@ -176,6 +176,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the figures to this file")
     parser.add_argument("--directions", help="override the preset's rule-based directions")
     parser.add_argument("--max-looks", type=int, help="override the preset's looks")
+    parser.add_argument("--editor-retries", type=int, default=1, help="LLM editor retries")
+    parser.add_argument("--editor-temperature", type=float, default=0.2)
     args = parser.parse_args()
     preset = dict(PRESETS[args.preset])
     if args.directions:
@@ -263,9 +265,11 @@ def main() -> None:
                     ws, "evolve", "dbbench-base", *db, *real, *gate,
                     "--directions", ",".join(preset["llm_dirs"]), "--editor", editor.model,
                     "--editor-param", f"api_base={editor.api_base}",
-                    "--editor-param", "max_tokens=1024", "--editor-param", "temperature=0.2",
-                    # a 1.5B on two CPU cores reads a ~5k-token editor prompt in minutes
-                    "--editor-param", "timeout=1200", "--editor-retries", 1, check=False,
+                    "--editor-param", "max_tokens=1024",
+                    "--editor-param", f"temperature={args.editor_temperature}",
+                    # a 1.5B on two busy CPU cores may read an editor prompt for minutes
+                    "--editor-param", "timeout=1200", "--editor-retries", args.editor_retries,
+                    check=False,
                 )  # fmt: skip
             if "error" in got:
                 out["phases"]["llm-evolve"] = {"error": got["error"], "wall_s": round(wall)}
