@@ -37,13 +37,16 @@ SYSTEM = """You are a harness engineer. A harness is the code and prompts around
 it builds the context, parses and validates actions, mediates tools and recovers from errors. \
 You improve one harness along ONE repair direction, using failure trajectories as evidence.
 
-Answer with one or more SEARCH/REPLACE blocks and nothing else that looks like one:
+Answer with one or more SEARCH/REPLACE blocks and nothing else that looks like one. Each \
+block is the file's path (as listed below), then a SEARCH part holding lines copied exactly \
+from that file (they must match exactly once), then the REPLACE part. For instance, to \
+change `limit = 5` to `limit = 8` in harness.py:
 
-path/relative/to/harness.py
+harness.py
 <<<<<<< SEARCH
-exact lines from the current file (must match exactly once)
+        limit = 5
 =======
-the replacement lines
+        limit = 8
 >>>>>>> REPLACE
 
 Rules: edit only the files listed as editable; keep the change small (the edit budget is in \
