@@ -116,24 +116,17 @@ def export_traces(store: Any, rows: list, fmt: str, out: Path) -> ExportTracesRe
         pairs = [(row, t) for row, t, _ in built]
         spans = [span for _, _, made in built for span in made]
         out.write_text(json.dumps(to_otlp(pairs, spans)), encoding="utf-8")
-        return ExportTracesResult(
-            format=fmt,
-            spec=SEMCONV_SCHEMA_URL,
-            out=str(out),
-            rollouts=len(built),
-            files=[str(out)],
-            skipped=skipped,
-            warnings=warnings,
-        )
-    out.mkdir(parents=True, exist_ok=True)
-    files = []
-    for row, _, document in built:
-        path = out / f"{row.id}.json"
-        path.write_text(json.dumps(document, indent=1), encoding="utf-8")
-        files.append(str(path))
+        files = [str(out)]
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        files = []
+        for row, _, document in built:
+            path = out / f"{row.id}.json"
+            path.write_text(json.dumps(document, indent=1), encoding="utf-8")
+            files.append(str(path))
     return ExportTracesResult(
         format=fmt,
-        spec=ATIF_VERSION,
+        spec=SEMCONV_SCHEMA_URL if fmt == "otel" else ATIF_VERSION,
         out=str(out),
         rollouts=len(built),
         files=files,
