@@ -3,7 +3,8 @@
 Agent Lightning trains unmodified agents through an OpenAI-compatible proxy in front of its
 VERL trainer; ``HarnessAgent`` (harnessctl.integrations.agentlightning) plays each row's task
 under the pool's base harness (or the harness and seed a row names) against that proxy, and
-returns the rollout's reward. Rows carry the task's raw record in ``harnessctl_task``.
+returns the rollout's reward. Rows carry the task in ``harnessctl_task`` as a JSON string
+(``rows`` below; ``datasets.Dataset.from_list`` refuses the records' mixed types otherwise).
 All-fail groups are not rescued here (the integration module says why and what it needs).
 
     python examples/trainers/agentlightning_agent.py POOL_DIR TASKS.jsonl MODEL
@@ -16,9 +17,13 @@ import sys
 
 
 def rows(path: str) -> list[dict]:
-    """Agent Lightning dataset rows for a task file (one raw record a line)."""
+    """Agent Lightning dataset rows for a task file (one raw record a line): the typed columns
+    of ``harnessctl.pool.rows.task_columns``, the task a JSON string ``HarnessAgent`` decodes."""
+    from harnessctl.pool.rows import task_columns
+
     with open(path) as f:
-        return [{"harnessctl_task": json.loads(line)} for line in f if line.strip()]
+        records = [json.loads(line) for line in f if line.strip()]
+    return [task_columns(record, i) for i, record in enumerate(records)]
 
 
 def main(pool_dir: str, tasks: str, model: str) -> None:

@@ -1,8 +1,9 @@
 """SkyRL (skyrl 0.4.0): rescue all-fail GRPO groups inside generate(), engines still awake.
 
 SkyRL's own entrypoint with one change: the generator is wrapped by
-``harnessctl.integrations.skyrl.RescuingGenerator``. Each dataset row carries its task's raw
-record in a ``harnessctl_task`` column (SkyRL passes the extra columns as ``env_extras``).
+``harnessctl.integrations.skyrl.RescuingGenerator``. Each dataset row carries its task in a
+``harnessctl_task`` column as a JSON string (``harnessctl.pool.rows.task_columns``; SkyRL
+passes the extra columns as ``env_extras``).
 
     python examples/trainers/skyrl_generator.py trainer.policy.model.path=Qwen/Qwen3-8B ...
 

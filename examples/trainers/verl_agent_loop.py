@@ -5,8 +5,9 @@ tests/integrations/test_integration_verl.py runs it through verl 0.9.1's own age
 manager, workers and batching, configured with ``verl_overrides`` below); this file is the
 wiring a verl user adds:
 
-1. the dataset rows carry the task's raw record in ``extra_info["harnessctl_task"]``
-   (``to_verl_rows`` below), so a pool harness can run the row's task;
+1. the dataset rows carry the task in ``extra_info["harnessctl_task"]``, as a JSON string
+   (``to_verl_rows`` below: a parquet column cannot hold the records' mixed types), so a
+   pool harness can run the row's task;
 2. verl's agent-loop manager is replaced by ``RescueAgentLoopManager`` and the rescue agent
    loop is registered from a YAML file, both by configuration;
 3. ``trainer.use_v1=False``: verl 0.9's default trainer is the TransferQueue trainer, which
@@ -38,16 +39,35 @@ AGENT_LOOPS = [
 ]
 
 
-def to_verl_rows(records, data_source="dbbench"):
-    """verl RLHFDataset rows for raw task records (write them with pandas.to_parquet)."""
-    return [
-        {
-            "data_source": data_source,
-            "prompt": [{"role": "user", "content": record.get("description", "")}],
-            "extra_info": {"index": i, "harnessctl_task": record},
-        }
-        for i, record in enumerate(records)
-    ]
+def to_verl_rows(tasks, data_source=None, prompt_of=None):
+    """verl ``RLHFDataset`` rows for ``tasks`` (loaded Tasks, e.g. ``load_suite(...).tasks("train")
+    .tasks``, or raw task records), which ``pandas.DataFrame(rows).to_parquet(path)`` writes and
+    verl's loader (``datasets.load_dataset("parquet")``) reads back.
+
+    The task rides in ``extra_info["harnessctl_task"]`` as a JSON string (records mix types
+    that a parquet column cannot hold); the rescue loop decodes it. ``data_source`` is the
+    environment kind (a Task's own by default; name it for raw records); ``prompt`` is
+    ``prompt_of(task)``, by default the record's ``description`` when it is text (what
+    verl's length filter tokenizes and your own agent loop gets; a pool harness builds its
+    own context from the task).
+    """
+    from harnessctl.pool.rows import task_columns
+
+    rows = []
+    for i, task in enumerate(tasks):
+        record = getattr(task, "record", task)
+        source = data_source or getattr(task, "env", None)
+        if not source:
+            raise ValueError("raw task records need data_source= (their environment kind)")
+        text = prompt_of(task) if prompt_of else record.get("description")
+        rows.append(
+            {
+                "data_source": source,
+                "prompt": [{"role": "user", "content": text if isinstance(text, str) else ""}],
+                "extra_info": task_columns(task, i),
+            }
+        )
+    return rows
 
 
 def agent_loops_yaml(path: Path) -> Path:

@@ -10,7 +10,8 @@ each dataset row ``n`` times, as rows with a ``data_id``, and gives the agents o
 
 Agent Lightning trains unmodified agents: a harnessctl harness is one, since it reaches the
 model only through an OpenAI-compatible endpoint. :class:`HarnessAgent` plays one rollout of
-the row's task (its ``harnessctl_task`` column, a raw task record of the pool's environment)
+the row's task (its ``harnessctl_task`` column: the task as a JSON string, see
+:mod:`harnessctl.pool.rows`, or a raw task record of the pool's environment as a dict)
 under the pool's base harness, or under the harness and seed the row names
 (``harnessctl_harness``, ``harnessctl_seed``), against the rollout's endpoint, and returns
 the rollout's reward. The proxy records the calls' tokens and the adapter turns them into
@@ -38,8 +39,9 @@ from typing import Any
 from agentlightning import LLM, LitAgent
 
 from ..pool import EndpointPolicy, Pool, RolloutOutput
+from ..pool.rows import TASK_KEY, decode_task
 
-TASK = "harnessctl_task"
+TASK = TASK_KEY
 HARNESS = "harnessctl_harness"
 SEED = "harnessctl_seed"
 #: Agent Lightning's sampling parameters a rollout's calls reuse
@@ -84,6 +86,8 @@ class HarnessAgent(LitAgent[dict[str, Any]]):
         seed = int(task.get(SEED, 0))
         harness = self.pool.harness(name)
         policy = self.policy(resources, rollout)
-        output = await asyncio.to_thread(harness.rollout, task[TASK], policy, seed=seed)
+        output = await asyncio.to_thread(
+            harness.rollout, decode_task(task[TASK]), policy, seed=seed
+        )
         self.last_output = output
         return float(output.reward)

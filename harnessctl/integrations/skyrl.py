@@ -53,6 +53,7 @@ from typing import Any
 
 from ..errors import HarnessctlError
 from ..pool import EndpointPolicy, NoTokenIds, RolloutOutput
+from ..pool.rows import TASK_KEY, decode_task
 from ..pool.trainer import BatchRescue, arescue_batch
 
 _log = logging.getLogger(__name__)
@@ -78,15 +79,17 @@ SAMPLING = ("temperature", "top_p", "max_tokens")
 PREFIX = "harnessctl/"
 
 
-def task_from_extras(row: dict[str, Any], key: str = "harnessctl_task") -> Any:
-    """The default ``task_of``: the raw task record in the row's ``env_extras[key]``."""
+def task_from_extras(row: dict[str, Any], key: str = TASK_KEY) -> Any:
+    """The default ``task_of``: the row's ``env_extras[key]`` decoded
+    (:func:`harnessctl.pool.rows.decode_task`: the JSON string of the task, which a parquet
+    column holds whatever the record's types, or a record dict in rows made in memory)."""
     extras = row.get("env_extras") or {}
     if key not in extras:
         raise HarnessctlError(
             f"row {row['index']} (instance {row['uid']!r}) has no env_extras[{key!r}]: put "
-            "the task's raw record there, or pass task_of"
+            "the task there (harnessctl.pool.rows.encode_task), or pass task_of"
         )
-    return extras[key]
+    return decode_task(extras[key])
 
 
 class RescuingGenerator:

@@ -39,8 +39,10 @@ run time: the addresses the trainer's load balancer holds (the ``LLMServerManage
 spread over them. ``HARNESSCTL_RESCUE_ENDPOINT`` (comma-separated base URLs) overrides that,
 for a router or proxy in front of the replicas.
 
-The row's task is its ``extra_info["harnessctl_task"]`` (a raw task record of the pool's
-environment) unless ``task_key`` names another ``extra_info`` key.
+The row's task is its ``extra_info["harnessctl_task"]`` unless ``task_key`` names another
+``extra_info`` key: a JSON string (``examples/trainers/verl_agent_loop.py``'s ``to_verl_rows``
+writes it; :mod:`harnessctl.pool.rows` says why a string), decoded here into the Task or the
+raw record of the pool's environment.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from verl.protocol import DataProto
 from verl.utils.ray_utils import auto_await
 
 from ..pool import EndpointPolicy, Pool, RolloutOutput
+from ..pool.rows import TASK_KEY, decode_task
 from ..pool.sampler import RescueResult, plan_group
 from ..pool.tokens import NoTokenIds, TokenSequence
 
@@ -88,14 +91,17 @@ def load_pool(path: str) -> Pool:
         return _pools[path]
 
 
-def task_of(extra_info: Any, task_key: str = "harnessctl_task") -> Any:
+def task_of(extra_info: Any, task_key: str = TASK_KEY) -> Any:
+    """The row's task: ``extra_info[task_key]`` decoded (:func:`harnessctl.pool.rows.decode_task`:
+    the JSON string ``to_verl_rows`` writes, or a record dict in rows made in memory)."""
     info = extra_info if isinstance(extra_info, dict) else {}
     if task_key not in info:
         raise KeyError(
-            f"the row's extra_info has no {task_key!r}: put the task's raw record there (or set "
-            "task_key) so that a harness of the pool can run it"
+            f"the row's extra_info has no {task_key!r}: put the task there (or set task_key) "
+            "so that a harness of the pool can run it (examples/trainers/verl_agent_loop.py, "
+            "to_verl_rows)"
         )
-    return info[task_key]
+    return decode_task(info[task_key])
 
 
 def _unusable(output: RolloutOutput, *, prompt_length: int, logprobs: bool) -> str | TokenSequence:
@@ -122,7 +128,7 @@ def _unusable(output: RolloutOutput, *, prompt_length: int, logprobs: bool) -> s
 class HarnessRescueAgentLoop(AgentLoopBase):
     """One rescue rollout of one row (see the module doc)."""
 
-    def __init__(self, *args: Any, task_key: str = "harnessctl_task", **kwargs: Any) -> None:
+    def __init__(self, *args: Any, task_key: str = TASK_KEY, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.task_key = task_key
 

@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - CI installs verl (.ci/run)
     unavailable("verl's agent-loop code", f"verl does not import here: {exc}", module=True)
 
 sys.path.insert(0, str(ROOT / "examples" / "trainers"))
-from verl_agent_loop import agent_loops_yaml, verl_overrides  # noqa: E402
+from verl_agent_loop import agent_loops_yaml, to_verl_rows, verl_overrides  # noqa: E402
 
 ANSWER = 'Action: Answer\nFinal Answer: ["1.0"]'
 PROMPT_LENGTH, RESPONSE_LENGTH = 2048, 256
@@ -324,6 +324,46 @@ def test_placeholder_rows_carry_logprobs_like_the_real_rows_beside_them(
     assert got.batch["rollout_log_probs"].shape == (2, RESPONSE_LENGTH)
     assert sorted(got.batch["response_mask"].sum(-1).tolist())[0] == 0  # the placeholder
     assert manager.last_rescue["replaced"] == [] and "rollout_log_probs" in result.batch
+
+
+def test_rows_written_to_parquet_reach_the_rescue_through_verls_own_dataset(
+    small_pool, model_dir, tmp_path, monkeypatch
+):
+    """The documented path: ``to_verl_rows`` over the DBBench dev split (table rows of mixed
+    types), ``pandas.to_parquet``, verl's ``RLHFDataset`` (``datasets`` underneath, its
+    prompt-length filter run with the model's tokenizer) and ``collate_fn``, the batch
+    repeated per group as verl's trainer does; the rescue decodes the row's task and
+    solves it."""
+    import pandas as pd
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    from harnessctl.suite import load_suite
+
+    ws, pool, _ = small_pool
+    tasks = load_suite(ws / "examples" / "dbbench" / "suite.yaml").tasks("dev").tasks
+    pd.DataFrame(to_verl_rows(tasks)).to_parquet(tmp_path / "train.parquet")
+    options = {"max_prompt_length": PROMPT_LENGTH, "filter_overlong_prompts": True}
+    dataset = RLHFDataset(
+        str(tmp_path / "train.parquet"),
+        AutoTokenizer.from_pretrained(model_dir),
+        OmegaConf.create({**options, "cache_dir": str(tmp_path / "cache")}),
+    )
+    assert len(dataset) == len(tasks) == 60
+    prompts = DataProto.from_single_dict(collate_fn([dataset[4], dataset[3]]))
+    prompts.non_tensor_batch["uid"] = column(["A", "B"])  # as ray_trainer.py sets it
+    prompts = prompts.repeat(repeat_times=2, interleave=True)
+    prompts.meta_info["global_steps"] = 5
+    assert prompts.non_tensor_batch["index"].tolist() == [4, 4, 3, 3]
+    with OpenAIStub(default=seeded_reply(ANSWER)) as stub:
+        config = verl_config(model_dir, tmp_path)
+        manager = build(config, llm_client(config, f"127.0.0.1:{stub.port}"), monkeypatch, pool)
+        result = manager.generate_sequences(prompts)
+        first = stub.chat_requests[0].body["messages"]
+    assert manager.last_rescue["replaced"] == ["A"]
+    assert any(tasks[4].record["description"] in str(m["content"]) for m in first)
+    assert result.batch["rm_scores"].sum(-1).tolist()[0] == 1.0
 
 
 def test_verls_transfer_queue_trainer_is_refused_with_the_setting_to_change(model_dir, tmp_path):
