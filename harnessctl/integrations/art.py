@@ -85,6 +85,10 @@ class RescueAfterEach:
             k=self.k,
             seed=self.seed + 1000 * n,
             max_concurrency=self.max_concurrency,
+            # every trajectory replaced: the hook turns each row of a rescued group into a
+            # sibling's trajectory (the keep-failures mix, harnessctl.pool.sampler, is not
+            # wired here yet)
+            mix="replace",
         )
         self.results.append(result)
         self.extra_rollouts += result.extra_rollouts

@@ -172,6 +172,9 @@ class RescuingGenerator:
             task_of=self.task_of,
             convert=lambda out, sample: out,
             k=self.k,
+            # every row replaced: _splice builds each row of a rescued group from a sibling
+            # rollout (the keep-failures mix, harnessctl.pool.sampler, is not wired here yet)
+            mix="replace",
             seed=self.seed + 1_000_000 * (self.calls - 1 if step is None else step),
             max_concurrency=self.max_concurrency,
         )

@@ -14,9 +14,17 @@ configuration (examples/trainers/verl_agent_loop.py has the whole command)::
   inside it (verl >= 0.8 puts the replicas to sleep only after it returns), finds every
   ``uid`` group whose rows all scored <= 0 (``rm_scores``: the reward loop must score inside
   the agent loop, verl's default when no colocated reward model is used), routes each to the
-  pool's Top-k siblings, and sends those rows back to its agent-loop workers with
-  ``agent_name = "harnessctl_rescue"``. A group is replaced, row for row in place, only when
-  at least one fresh rollout succeeded and every one gave a usable token sequence.
+  pool's Top-k siblings, and sends rows of it back to its agent-loop workers with
+  ``agent_name = "harnessctl_rescue"``: under the default ``keep-failures`` mix the first
+  half of the group's rows (the rest keep their failed base attempts, so a rescued group's
+  rewards vary and GRPO's advantage on it is not zero), under ``replace`` every row
+  (``HARNESSCTL_RESCUE_MIX``; :mod:`harnessctl.pool.sampler` says why). Those rows are
+  replaced, in place, only when at least one fresh rollout succeeded and every one gave a
+  usable token sequence. REMAX's greedy baseline rows (``__do_sample__`` false, the group's
+  ``uid``) are no attempt of the group: they are neither counted nor replaced. Each step's
+  :class:`~harnessctl.pool.RescueMetrics` (groups, all-fail, rescued, rescued with zero
+  reward variance, mean |GRPO advantage| of the rescued rows) land in ``last_rescue`` and in
+  the output's ``meta_info["timing"]``, which verl's trainer logs as ``timing_s/...``.
   ``generate_sequences`` is wrapped in verl's ``auto_await``, as verl's own is: the trainer
   calls it without ``await``. verl 0.9's default trainer (``trainer.use_v1=True``) is the
   TransferQueue trainer, which hands the manager a ``TensorDict`` and reads the samples from
@@ -65,14 +73,17 @@ from verl.protocol import DataProto
 from verl.utils.ray_utils import auto_await
 
 from ..pool import EndpointPolicy, Pool, RolloutOutput
+from ..pool.advantage import rescue_metrics
 from ..pool.rows import TASK_KEY, decode_task
-from ..pool.sampler import RescueResult, plan_group
+from ..pool.sampler import DEFAULT_MIX, RescueResult, check_mix, plan_group
 from ..pool.tokens import NoTokenIds, TokenSequence
 
 AGENT_NAME = "harnessctl_rescue"
 SLOT = "harnessctl_rescue"  # the non-tensor column a rescue row carries (JSON)
 ENV_POOL = "HARNESSCTL_POOL"
 ENV_ENDPOINT = "HARNESSCTL_RESCUE_ENDPOINT"
+ENV_MIX = "HARNESSCTL_RESCUE_MIX"
+DO_SAMPLE = "__do_sample__"  # verl's per-row flag; false on REMAX's greedy baseline rows
 V1_REFUSED = (
     "harnessctl's RescueAgentLoopManager works with verl's DataProto trainer only: set "
     "trainer.use_v1=False (verl 0.9's default, the TransferQueue trainer, reads its samples "
@@ -191,6 +202,19 @@ class HarnessRescueAgentLoop(AgentLoopBase):
         return int(pad) if pad is not None else 0
 
 
+def sampled_groups(prompts: DataProto) -> dict[Any, list[int]]:
+    """The batch's rows per ``uid``, in order, leaving out REMAX's greedy baseline rows:
+    verl appends one per prompt, with the prompt's ``uid`` and ``__do_sample__`` false
+    (``ray_trainer.py``), and reads its reward as ``reward_baselines``. A baseline is no
+    attempt of the group: it neither decides whether the group failed nor is replaced."""
+    sample = prompts.non_tensor_batch.get(DO_SAMPLE)
+    groups: dict[Any, list[int]] = {}
+    for i, uid in enumerate(prompts.non_tensor_batch["uid"]):
+        if sample is None or bool(sample[i]):
+            groups.setdefault(uid, []).append(i)
+    return groups
+
+
 def _use_v1(config: Any) -> bool:
     trainer = config.get("trainer") if hasattr(config, "get") else getattr(config, "trainer", None)
     if trainer is None:
@@ -203,10 +227,11 @@ class RescueAgentLoopManager(AgentLoopManager):
     """verl's agent-loop manager plus the Harness-S rescue (see the module doc).
 
     Settings come from the environment, as verl builds the manager itself:
-    ``HARNESSCTL_POOL`` (required), ``HARNESSCTL_RESCUE_K`` (Top-k, 2) and, only to override
-    the replicas found at run time, ``HARNESSCTL_RESCUE_ENDPOINT``. ``last_rescue`` describes
-    the last step's rescue (tried, replaced, and per replaced row the sibling rollout it came
-    from).
+    ``HARNESSCTL_POOL`` (required), ``HARNESSCTL_RESCUE_K`` (Top-k, 2),
+    ``HARNESSCTL_RESCUE_MIX`` (``keep-failures``, the default, or ``replace``) and, only to
+    override the replicas found at run time, ``HARNESSCTL_RESCUE_ENDPOINT``. ``last_rescue``
+    describes the last step's rescue (tried, replaced, per replaced row the sibling rollout
+    it came from, and the step's metrics).
     """
 
     rescue_k = 2
@@ -237,7 +262,7 @@ class RescueAgentLoopManager(AgentLoopManager):
         if not isinstance(prompts, DataProto):
             raise TypeError(f"{V1_REFUSED} (got a {type(prompts).__name__}, not a DataProto)")
         out = await super().generate_sequences(prompts)
-        self.last_rescue = {"tried": [], "replaced": [], "rows": {}}
+        self.last_rescue = {"tried": [], "replaced": [], "rows": {}, "metrics": {}}
         if prompts.meta_info.get("validate") or "rm_scores" not in out.batch:
             return out
         pool_path = os.environ.get(ENV_POOL)
@@ -245,11 +270,9 @@ class RescueAgentLoopManager(AgentLoopManager):
             raise RuntimeError(f"set {ENV_POOL} to the exported pool's directory")
         pool = load_pool(pool_path)
         k = int(os.environ.get("HARNESSCTL_RESCUE_K", self.rescue_k))
+        mix = check_mix(os.environ.get(ENV_MIX, DEFAULT_MIX))
         scores = [float(s) for s in out.batch["rm_scores"].sum(-1).tolist()]
-        uids = list(prompts.non_tensor_batch["uid"])
-        groups: dict[Any, list[int]] = {}
-        for i, uid in enumerate(uids):
-            groups.setdefault(uid, []).append(i)
+        groups = sampled_groups(prompts)
         rows, slots = [], []
         base_seed = int(prompts.meta_info.get("global_steps", 0)) * 100_003
         for n, (uid, idx) in enumerate(groups.items()):
@@ -257,16 +280,34 @@ class RescueAgentLoopManager(AgentLoopManager):
                 continue
             task = task_of(prompts.non_tensor_batch["extra_info"][idx[0]])
             failed = [{"success": False, "outcome": "wrong_answer"} for _ in idx]
-            plan = plan_group(pool, task, failed, k=k, seed=base_seed + 1000 * n, uid=uid)
+            plan = plan_group(pool, task, failed, k=k, seed=base_seed + 1000 * n, uid=uid, mix=mix)
             self.last_rescue["tried"].append(uid)
             if isinstance(plan, RescueResult):
                 continue
-            rows += idx
+            rows += [idx[slot.row] for slot in plan]
             slots += plan
-        if not rows:
-            return out
-        rescued = await self._rescue_rows(prompts, rows, slots, pool_path)
-        return self._splice(out, rescued, rows, slots, set(prompts.non_tensor_batch))
+        if rows:
+            rescued = await self._rescue_rows(prompts, rows, slots, pool_path)
+            out = self._splice(out, rescued, rows, slots, set(prompts.non_tensor_batch))
+        self._record_metrics(out, groups)
+        return out
+
+    def _record_metrics(self, out: DataProto, groups: dict[Any, list[int]]) -> None:
+        """The step's :class:`~harnessctl.pool.RescueMetrics` (from the rewards as spliced),
+        in ``last_rescue["metrics"]`` and in ``out.meta_info["timing"]``: verl's legacy
+        trainer logs that dict (as ``timing_s/<key>``) and no other from the rollout manager."""
+        final = [float(s) for s in out.batch["rm_scores"].sum(-1).tolist()]
+        spliced = self.last_rescue["rows"]
+        rescued = [
+            (
+                [final[i] for i in groups[uid]],
+                [pos for pos, i in enumerate(groups[uid]) if i in spliced],
+            )
+            for uid in self.last_rescue["replaced"]
+        ]
+        metrics = rescue_metrics(len(groups), len(self.last_rescue["tried"]), rescued).as_dict()
+        self.last_rescue["metrics"] = metrics
+        out.meta_info.setdefault("timing", {}).update(metrics)
 
     async def _rescue_rows(self, prompts: DataProto, rows: list[int], slots: list, pool_path: str):
         import numpy as np

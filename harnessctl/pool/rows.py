@@ -86,7 +86,8 @@ def task_columns(task: Task | Mapping[str, Any], index: int) -> dict[str, Any]:
         task_id, env, category = task.id, task.env, task.category
     else:
         task_id, env = "", ""
-        category = task.get("category") if isinstance(task.get("category"), str) else ""
+        given = task.get("category")
+        category = given if isinstance(given, str) else ""
     return {
         "index": int(index),
         "task_id": task_id,

@@ -141,7 +141,9 @@ def simulate(
 
 def _simulate_task(pool, task, policy, *, group_size: int, k: int, seed: int) -> dict:
     group = [pool.base.rollout(task, policy, seed=seed + i) for i in range(group_size)]
-    result = rescue_group(pool, task, group, policy, k=k, seed=seed + 1000)
+    # the rule as Harness-S states it (every row re-rolled): what the simulation measures
+    # and caches is how often a sibling rescues an all-fail group, whatever the trainer's mix
+    result = rescue_group(pool, task, group, policy, k=k, seed=seed + 1000, mix="replace")
     successes: Counter = Counter(r.harness for r in result.attempted if r.success)
     rescue = TaskRescue(
         task_id=task.id,

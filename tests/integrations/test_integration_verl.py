@@ -178,8 +178,12 @@ def batch(record):
     )
 
 
-def build(config, client, monkeypatch, pool):
+def build(config, client, monkeypatch, pool, mix=None):
     monkeypatch.setenv("HARNESSCTL_POOL", str(pool))
+    if mix is None:
+        monkeypatch.delenv("HARNESSCTL_RESCUE_MIX", raising=False)
+    else:
+        monkeypatch.setenv("HARNESSCTL_RESCUE_MIX", mix)
     monkeypatch.delenv("HARNESSCTL_RESCUE_ENDPOINT", raising=False)
     monkeypatch.setattr(
         agent_loop.ray,
@@ -214,14 +218,27 @@ def assert_rows_from_their_own_rollouts(manager, result, requests, rows):
         assert meta["outcome"] == "success" and meta["harness"] != "dbbench-base"
 
 
-def test_the_legacy_trainer_call_rescues_every_row_from_its_own_sibling_rollout(
+def grpo_advantages(result):
+    """Each row's advantage as verl's trainer computes it after generation: the reward
+    tensor as ``token_level_rewards``, then ``compute_advantage(GRPO)`` grouped by ``uid``."""
+    from verl.trainer.ppo.core_algos import AdvantageEstimator
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    data = result.select_idxs(list(range(len(result))))  # a copy: the test reads result too
+    data.batch["token_level_rewards"] = data.batch["rm_scores"]
+    data = compute_advantage(data, AdvantageEstimator.GRPO, norm_adv_by_std_in_grpo=True)
+    mask = data.batch["response_mask"].bool()
+    return [float(data.batch["advantages"][i][mask[i]][0]) for i in range(len(data))]
+
+
+def test_the_replace_mix_rescues_every_row_from_its_own_sibling_rollout(
     small_pool, model_dir, tmp_path, monkeypatch
 ):
     ws, pool, _ = small_pool
     with OpenAIStub(default=seeded_reply(ANSWER)) as stub:
         address = f"127.0.0.1:{stub.port}"  # as the replica's server reports it (port 0 bound)
         config = verl_config(model_dir, tmp_path)
-        manager = build(config, llm_client(config, address), monkeypatch, pool)
+        manager = build(config, llm_client(config, address), monkeypatch, pool, mix="replace")
         result = manager.generate_sequences(batch(dbbench_record(ws)))  # as ray_trainer.py does
         requests = [r.body for r in stub.chat_requests]
     assert isinstance(result, DataProto)
@@ -230,6 +247,17 @@ def test_the_legacy_trainer_call_rescues_every_row_from_its_own_sibling_rollout(
     assert {manager.last_rescue["rows"][r]["endpoint"] for r in (0, 1)} == {f"http://{address}/v1"}
     assert len(result) == 4 and result.batch["rm_scores"].sum(-1).tolist() == [1.0, 1.0, 0.0, 1.0]
     assert_rows_from_their_own_rollouts(manager, result, requests, (0, 1))
+    # both siblings succeeded: the rescued group is [1, 1], and GRPO trains nothing on it
+    assert grpo_advantages(result)[:2] == [0.0, 0.0]
+    assert manager.last_rescue["metrics"] == {
+        "harnessctl/rescue_groups": 2,
+        "harnessctl/rescue_all_fail": 1,
+        "harnessctl/rescue_rescued": 1,
+        "harnessctl/rescue_rescued_zero_variance": 1,
+        "harnessctl/rescue_rescued_rows": 2,
+        "harnessctl/rescue_rescued_mean_abs_advantage": 0.0,
+    }
+    assert result.meta_info["timing"]["harnessctl/rescue_rescued"] == 1  # what verl logs
     assert len({manager.last_rescue["rows"][r]["seed"] for r in (0, 1)}) == 2
     for row in (2, 3):  # a group with a success is never touched
         assert result.batch["responses"][row][:3].tolist() == [7, 8, 0]
@@ -237,6 +265,61 @@ def test_the_legacy_trainer_call_rescues_every_row_from_its_own_sibling_rollout(
     assert result.non_tensor_batch["uid"].tolist() == ["A", "A", "B", "B"]
     assert "harnessctl_rescue" not in result.non_tensor_batch
     assert "timing" in result.meta_info  # verl's own manager ran first
+
+
+def test_the_default_mix_keeps_half_the_base_failures_so_the_rescued_rows_get_advantage(
+    small_pool, model_dir, tmp_path, monkeypatch
+):
+    """The default (``keep-failures``): row 0 of the all-fail group is the sibling's
+    success, row 1 keeps its failed base attempt; verl's own GRPO advantage then pushes the
+    rescue up and the failure down, and the step's metrics say so."""
+    ws, pool, _ = small_pool
+    with OpenAIStub(default=seeded_reply(ANSWER)) as stub:
+        config = verl_config(model_dir, tmp_path)
+        manager = build(config, llm_client(config, f"127.0.0.1:{stub.port}"), monkeypatch, pool)
+        result = manager.generate_sequences(batch(dbbench_record(ws)))
+        requests = [r.body for r in stub.chat_requests]
+    assert manager.last_rescue["replaced"] == ["A"] and set(manager.last_rescue["rows"]) == {0}
+    assert_rows_from_their_own_rollouts(manager, result, requests, (0,))
+    assert result.batch["responses"][1][:3].tolist() == [7, 8, 0]  # the base failure, kept
+    assert result.batch["rm_scores"].sum(-1).tolist() == [1.0, 0.0, 0.0, 1.0]
+    advantages = grpo_advantages(result)
+    assert advantages[0] > 0.5 and advantages[1] < -0.5  # (1 - 0.5) / std([1, 0]) = 0.707
+    metrics = manager.last_rescue["metrics"]
+    assert (
+        metrics["harnessctl/rescue_rescued"] == 1 and metrics["harnessctl/rescue_rescued_rows"] == 1
+    )
+    assert metrics["harnessctl/rescue_rescued_zero_variance"] == 0
+    assert metrics["harnessctl/rescue_rescued_mean_abs_advantage"] == pytest.approx(
+        abs(advantages[0]), rel=1e-5
+    )
+
+
+def test_remax_baseline_rows_are_no_attempt_of_the_group_and_stay_as_they_were(
+    small_pool, model_dir, tmp_path, monkeypatch
+):
+    """verl's REMAX step sends one greedy baseline row per prompt with the sampled rows, under
+    the prompt's ``uid`` and ``__do_sample__`` false: the rescue replaces the sampled rows
+    of the all-fail group and leaves the baseline rows (whose reward becomes
+    ``reward_baselines``) untouched."""
+    ws, pool, _ = small_pool
+    prompts = batch(dbbench_record(ws))
+    prompts.non_tensor_batch["__do_sample__"] = np.ones(4, dtype=bool)
+    baselines = prompts.select_idxs([0, 2])  # verl: gen_batch.slice(0, None) per prompt
+    baselines.non_tensor_batch["__do_sample__"] = np.zeros(2, dtype=bool)
+    prompts = DataProto.concat([prompts, baselines])
+    assert prompts.non_tensor_batch["uid"].tolist() == ["A", "A", "B", "B", "A", "B"]
+    with OpenAIStub(default=seeded_reply(ANSWER)) as stub:
+        config = verl_config(model_dir, tmp_path)
+        client = llm_client(config, f"127.0.0.1:{stub.port}")
+        manager = build(config, client, monkeypatch, pool, mix="replace")
+        result = manager.generate_sequences(prompts)
+    assert manager.last_rescue["replaced"] == ["A"] and set(manager.last_rescue["rows"]) == {0, 1}
+    assert result.batch["rm_scores"].sum(-1).tolist() == [1.0, 1.0, 0.0, 1.0, 0.0, 0.0]
+    for row in (4, 5):  # the baselines, as verl's own loop made them
+        assert result.batch["responses"][row][:3].tolist() == [7, 8, 0]
+    assert result.non_tensor_batch["__do_sample__"].tolist() == [True] * 4 + [False] * 2
+    assert manager.last_rescue["metrics"]["harnessctl/rescue_groups"] == 2
 
 
 def test_an_awaiting_caller_gets_the_same_batch_and_rows_spread_over_the_replicas(
@@ -249,7 +332,7 @@ def test_an_awaiting_caller_gets_the_same_batch_and_rows_spread_over_the_replica
     ):
         config = verl_config(model_dir, tmp_path)
         client = llm_client(config, f"127.0.0.1:{one.port}", f"127.0.0.1:{two.port}")
-        manager = build(config, client, monkeypatch, pool)
+        manager = build(config, client, monkeypatch, pool, mix="replace")
 
         async def trainer_step():
             return await manager.generate_sequences(batch(dbbench_record(ws)))
@@ -310,7 +393,8 @@ def test_placeholder_rows_carry_logprobs_like_the_real_rows_beside_them(
 
     with OpenAIStub(default=seeded_reply(ANSWER, ids=first_rollout_only)) as stub:
         config = verl_config(model_dir, tmp_path, "actor_rollout_ref.rollout.agent.num_workers=1")
-        manager = build(config, llm_client(config, f"127.0.0.1:{stub.port}"), monkeypatch, pool)
+        client = llm_client(config, f"127.0.0.1:{stub.port}")
+        manager = build(config, client, monkeypatch, pool, mix="replace")
         rescued = []
         original = manager._splice
 

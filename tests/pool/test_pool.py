@@ -65,13 +65,22 @@ def test_rescue_sampler_and_rescue_sim(exported):
     with Pool.load(out) as pool:
         group = [pool.base.rollout(task, policy, seed=s) for s in range(3)]
         assert not any(r.success for r in group)
-        result = rescue_group(pool, task, group, policy, k=2, seed=1000)
-        again = rescue_group(pool, task, group, policy, k=2, seed=1000)
+        result = rescue_group(pool, task, group, policy, k=2, seed=1000, mix="replace")
+        again = rescue_group(pool, task, group, policy, k=2, seed=1000, mix="replace")
+        mixed = rescue_group(pool, task, group, policy, k=2, seed=1000)  # keep-failures
         kept = rescue_group(
             pool, task, [*group[:2], type("R", (), {"success": True})()], policy, k=2
         )
     assert result.replaced and any(r.success for r in result.group)
-    assert {r.harness for r in result.group} <= set(result.routed)
+    assert result.rows == [0, 1, 2] and {r.harness for r in result.group} <= set(result.routed)
+    # the default mix re-rolls rows 0 and 1 only (the same slots: harness and seed) and
+    # keeps row 2's base failure beside them
+    assert [(r.harness, r.outcome) for r in mixed.attempted] == [
+        (r.harness, r.outcome) for r in result.attempted[:2]
+    ]
+    assert mixed.replaced == any(r.success for r in mixed.attempted)
+    if mixed.replaced:
+        assert mixed.rows == [0, 1] and mixed.group[2] is group[2]
     assert [r.outcome for r in again.group] == [r.outcome for r in result.group]  # seeded
     assert not kept.replaced and kept.reason.startswith("group has a success")
 
@@ -264,6 +273,7 @@ def test_rescue_with_a_per_rollout_policy_replaces_every_row_from_its_own_rollou
             k=2,
             seed=40,
             max_workers=2,
+            mix="replace",
         )
         seeds = {n: {r.body["seed"] for r in s.chat_requests} for n, s in stubs.items()}
     assert result.rescued_uids == ["g"]

@@ -53,6 +53,7 @@ def test_grouping_and_all_fail_detection():
 
 
 def test_rescue_batch_replaces_only_rescued_all_fail_groups_in_place():
+    """The ``replace`` mix: every row of a rescued group is a sibling rollout."""
     pool = FakePool()
     result = rescue_batch(
         pool,
@@ -60,6 +61,7 @@ def test_rescue_batch_replaces_only_rescued_all_fail_groups_in_place():
         policy=None,
         task_of=lambda s: s["task"],
         convert=lambda out, s: {**s, "reward": out.reward, "by": out.harness},
+        mix="replace",
     )
     assert result.tried_uids == ["u1", "u2"] and result.rescued_uids == ["u2"]
     assert result.extra_rollouts == 4
@@ -74,6 +76,7 @@ def test_rescue_batch_replaces_only_rescued_all_fail_groups_in_place():
         policy=None,
         task_of=lambda s: s["task"],
         convert=lambda out, s: {**s, "by": out.harness},
+        mix="replace",
     )
     assert [s.get("by") for s in again.samples] == [s.get("by") for s in out]
 
