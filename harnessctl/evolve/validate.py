@@ -1,7 +1,9 @@
 """Patch validation before any evaluation. Each failure has a reason code:
 
 ``no_blocks``/``bad_path`` (unparsable), ``out_of_scope`` (a file outside the direction),
-``does_not_apply``, ``over_budget``, ``syntax_error``, ``invalid_manifest``, and, from the
+``does_not_apply``, ``no_change`` (it applies and changes nothing: the parent again, whose
+judgement could only spend rollouts), ``over_budget``, ``syntax_error``,
+``invalid_manifest``, and, from the
 engine, ``smoke_failed`` (the harness does not complete a smoke task in the sandbox).
 """
 
@@ -59,6 +61,8 @@ def build_child(
     except PatchError as exc:
         raise Rejected(exc.reason, exc.message) from None
     changed = changed_lines(parent.path, files)
+    if changed == 0:
+        raise Rejected("no_change", "the blocks apply but change no line of the harness")
     if changed > direction.max_changed_lines:
         raise Rejected(
             "over_budget", f"{changed} changed lines > budget {direction.max_changed_lines}"

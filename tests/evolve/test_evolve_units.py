@@ -104,6 +104,10 @@ def test_build_child_enforces_scope_and_budget(tmp_path):
     with pytest.raises(Rejected) as err:
         build_child(parent, directions["execution-recovery"], prompt, tmp_path / "c", {"name": "c"})
     assert err.value.reason == "out_of_scope"
+    same = f"prompts/system.md\n<<<<<<< SEARCH\n{line}=======\n{line}>>>>>>> REPLACE\n"
+    with pytest.raises(Rejected) as err:  # a proposal that is the parent again
+        build_child(parent, directions["context-construction"], same, tmp_path / "c", {"name": "c"})
+    assert err.value.reason == "no_change"
     child, _, diff = build_child(
         parent,
         directions["context-construction"],
