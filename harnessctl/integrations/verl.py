@@ -45,7 +45,9 @@ The replicas' HTTP servers bind a free port when they start, so the endpoints ar
 run time: the addresses the trainer's load balancer holds (the ``LLMServerManager``'s
 ``server_addresses``), asked of it through the manager's ``llm_client``; the rescue rows are
 spread over them. ``HARNESSCTL_RESCUE_ENDPOINT`` (comma-separated base URLs) overrides that,
-for a router or proxy in front of the replicas.
+for a router or proxy in front of the replicas. The calls name the model as each server
+serves it (``GET /v1/models``, once per endpoint: verl starts vLLM on the model's local copy
+or under a served name, not on ``model.path``; :func:`served_model_name`).
 
 The row's task is its ``extra_info["harnessctl_task"]`` unless ``task_key`` names another
 ``extra_info`` key: a JSON string (``examples/trainers/verl_agent_loop.py``'s ``to_verl_rows``
@@ -202,6 +204,63 @@ class HarnessRescueAgentLoop(AgentLoopBase):
         return int(pad) if pad is not None else 0
 
 
+def configured_model_names(config: Any) -> list[str]:
+    """The names verl's config says the rollout server may serve the policy under, most
+    specific first: the served name verl gives vLLM (``rollout.prometheus.served_model_name``
+    when Prometheus is on, cut to its last path part as verl cuts it), then
+    ``model.path``."""
+    names: list[str] = []
+    rollout = config.actor_rollout_ref.rollout
+    prometheus = rollout.get("prometheus") if hasattr(rollout, "get") else None
+    if prometheus is not None and prometheus.get("enable") and prometheus.get("served_model_name"):
+        names.append(str(prometheus.get("served_model_name")).split("/")[-1])
+    names.append(str(config.actor_rollout_ref.model.path))
+    return names
+
+
+def listed_models(endpoint: str, timeout_s: float = 10.0) -> list[str] | None:
+    """The model ids the server at ``endpoint`` (an OpenAI base URL) lists at ``/models``;
+    None when it lists none or cannot be asked (the rescue's own calls then say why)."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        endpoint.rstrip("/") + "/models", headers={"Accept": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
+            body = json.loads(response.read(1_000_000))
+        ids = [str(m["id"]) for m in body.get("data") or [] if isinstance(m, dict) and "id" in m]
+    except (urllib.error.URLError, OSError, ValueError, AttributeError):
+        return None
+    return ids or None
+
+
+def served_model_name(endpoint: str, config: Any) -> str:
+    """The name the rescue's calls give the model: the one the rollout server serves.
+
+    verl starts vLLM on ``model_config.local_path`` (a hub id's downloaded snapshot, not
+    ``model.path``) or under a served name, and vLLM refuses any other name, so the server
+    is asked (``GET /models``). Of what it lists, a name the config gives
+    (:func:`configured_model_names`) wins, else its only model; several, none of them the
+    config's, is an error naming them. A server without a model list gets the config's."""
+    wanted = configured_model_names(config)
+    listed = listed_models(endpoint)
+    if not listed:
+        return wanted[0]
+    for name in wanted:
+        if name in listed:
+            return name
+    if len(listed) == 1:
+        return listed[0]
+    raise RuntimeError(
+        f"the rollout server at {endpoint} serves {', '.join(listed)}, none of them the "
+        f"trained model ({', '.join(wanted)}): name it in "
+        "actor_rollout_ref.rollout.prometheus.served_model_name (with prometheus.enable, verl "
+        "serves the policy under that name)"
+    )
+
+
 def sampled_groups(prompts: DataProto) -> dict[Any, list[int]]:
     """The batch's rows per ``uid``, in order, leaving out REMAX's greedy baseline rows:
     verl appends one per prompt, with the prompt's ``uid`` and ``__do_sample__`` false
@@ -242,6 +301,7 @@ class RescueAgentLoopManager(AgentLoopManager):
             raise RuntimeError(V1_REFUSED)
         super().__init__(config, *args, **kwargs)
         self.last_rescue = {"tried": [], "replaced": [], "rows": {}}
+        self._served: dict[str, str] = {}  # endpoint -> the model name it serves
 
     async def rescue_endpoints(self) -> list[str]:
         """The replicas' OpenAI-compatible base URLs (see the module doc)."""
@@ -314,7 +374,13 @@ class RescueAgentLoopManager(AgentLoopManager):
 
         sub = prompts.select_idxs(rows)
         endpoints = await self.rescue_endpoints()
-        model = str(self.config.actor_rollout_ref.model.path)
+        models = {}
+        for endpoint in endpoints:
+            if endpoint not in self._served:
+                self._served[endpoint] = await asyncio.to_thread(
+                    served_model_name, endpoint, self.config
+                )
+            models[endpoint] = self._served[endpoint]
         column = [
             json.dumps(
                 {
@@ -322,7 +388,7 @@ class RescueAgentLoopManager(AgentLoopManager):
                     "harness": s.harness,
                     "seed": s.seed,
                     "endpoint": endpoints[j % len(endpoints)],
-                    "model": model,
+                    "model": models[endpoints[j % len(endpoints)]],
                 }  # fmt: skip
             )
             for j, s in enumerate(slots)

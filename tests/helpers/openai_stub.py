@@ -101,6 +101,8 @@ class OpenAIStub:
         #: Status of ``GET /v1/models``: 200 lists ``stub-model``; 401/403 refuse the key
         #: as a real server does; 404 is a server without a model list.
         self.models_status = 200
+        #: The model ids ``GET /v1/models`` lists (a vLLM server lists its served name).
+        self.models = ["stub-model"]
         self.requests: list[StubRequest] = []
         self._queue: deque[Behaviour] = deque()
         self._lock = threading.Lock()
@@ -234,7 +236,10 @@ def _make_handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 error = {"error": {"message": f"stub /models status {stub.models_status}"}}
                 self._send(stub.models_status, json.dumps(error).encode())
             elif self.path.rstrip("/").endswith("/models"):
-                data = {"object": "list", "data": [{"id": "stub-model", "object": "model"}]}
+                data = {
+                    "object": "list",
+                    "data": [{"id": name, "object": "model"} for name in stub.models],
+                }
                 self._send(200, json.dumps(data).encode())
             else:
                 self._send(404, b'{"error": {"message": "not found"}}')

@@ -243,7 +243,7 @@ def test_the_replace_mix_rescues_every_row_from_its_own_sibling_rollout(
         requests = [r.body for r in stub.chat_requests]
     assert isinstance(result, DataProto)
     assert manager.last_rescue["tried"] == ["A"] and manager.last_rescue["replaced"] == ["A"]
-    assert {r["model"] for r in requests} == {str(model_dir)}
+    assert {r["model"] for r in requests} == {"stub-model"}  # as the server lists it
     assert {manager.last_rescue["rows"][r]["endpoint"] for r in (0, 1)} == {f"http://{address}/v1"}
     assert len(result) == 4 and result.batch["rm_scores"].sum(-1).tolist() == [1.0, 1.0, 0.0, 1.0]
     assert_rows_from_their_own_rollouts(manager, result, requests, (0, 1))
@@ -448,6 +448,46 @@ def test_rows_written_to_parquet_reach_the_rescue_through_verls_own_dataset(
     assert manager.last_rescue["replaced"] == ["A"]
     assert any(tasks[4].record["description"] in str(m["content"]) for m in first)
     assert result.batch["rm_scores"].sum(-1).tolist()[0] == 1.0
+
+
+def test_the_rescue_calls_the_model_by_the_name_the_rollout_server_serves(
+    small_pool, model_dir, tmp_path, monkeypatch
+):
+    """verl's vLLM server serves ``model_config.local_path`` (a hub id's snapshot) or a
+    served name, never necessarily ``model.path``: the rescue asks the server."""
+    ws, pool, _ = small_pool
+    snapshot = "/root/.cache/huggingface/hub/models--org--policy/snapshots/0123abcd"
+    with OpenAIStub(default=seeded_reply(ANSWER)) as stub:
+        stub.models = [snapshot]
+        config = verl_config(model_dir, tmp_path)
+        manager = build(config, llm_client(config, f"127.0.0.1:{stub.port}"), monkeypatch, pool)
+        manager.generate_sequences(batch(dbbench_record(ws)))
+        assert {r.body["model"] for r in stub.chat_requests} == {snapshot}
+    assert manager.last_rescue["replaced"] == ["A"]
+
+
+def test_the_served_name_is_the_configs_when_listed_or_unlisted_and_refused_when_ambiguous(
+    model_dir, tmp_path
+):
+    from harnessctl.integrations.verl import served_model_name
+
+    named = verl_config(
+        model_dir,
+        tmp_path,
+        "actor_rollout_ref.rollout.prometheus.enable=True",
+        "actor_rollout_ref.rollout.prometheus.served_model_name=org/policy-7b",
+    )
+    plain = verl_config(model_dir, tmp_path)
+    with OpenAIStub() as stub:
+        stub.models = ["policy-7b", "policy-7b-lora"]  # verl cuts the name to its last part
+        assert served_model_name(stub.url, named) == "policy-7b"
+        stub.models = ["lora-a", str(model_dir)]
+        assert served_model_name(stub.url, plain) == str(model_dir)
+        stub.models = ["lora-a", "lora-b"]
+        with pytest.raises(RuntimeError, match="lora-a, lora-b.*served_model_name"):
+            served_model_name(stub.url, plain)
+        stub.models_status = 404  # a server without a model list: the config's name
+        assert served_model_name(stub.url, plain) == str(model_dir)
 
 
 def test_verls_transfer_queue_trainer_is_refused_with_the_setting_to_change(model_dir, tmp_path):
