@@ -14,7 +14,9 @@ set -euo pipefail
 IMAGE="${1:-${HARNESSCTL_OS_IMAGE:-harnessctl-os:latest}}"
 SUITE="${HARNESSCTL_OS_SUITE:-bookworm}"
 MIRROR="${HARNESSCTL_OS_MIRROR:-http://deb.debian.org/debian}"
-PACKAGES="python3,python3-pip,procps,psmisc,tree,zip,unzip,curl,wget,git,vim-tiny,less,file,ca-certificates"
+# patchelf: harnessctl builds the checks' read-only copy of these tools from the image with it
+# (harnessctl/envs/os_interaction/trusted.py)
+PACKAGES="python3,python3-pip,procps,psmisc,tree,zip,unzip,curl,wget,git,vim-tiny,less,file,ca-certificates,patchelf"
 RECIPE_VERSION=1
 
 command -v docker >/dev/null || { echo "docker CLI not found" >&2; exit 1; }
@@ -56,7 +58,7 @@ tar -C "$ROOTFS" --numeric-owner -cf - . | docker import \
     - "$IMAGE.building" >/dev/null
 # tag only an image whose tools run, so a broken build is never "up to date"
 docker run --rm --network none "$IMAGE.building" bash -c \
-    'set -e; for t in python3 pip3 ps pkill tree zip unzip curl wget git vim useradd getent; do
+    'set -e; for t in python3 pip3 ps pkill tree zip unzip curl wget git vim useradd getent patchelf setpriv; do
          command -v "$t" >/dev/null || { echo "missing $t" >&2; exit 1; }; done
      python3 -c "print(\"os image ok\")"'
 docker tag "$IMAGE.building" "$IMAGE"

@@ -3,8 +3,9 @@
 A task is one record of an AgentBench task file (:mod:`.tasks` reads AgentBench's layout as
 it is); its category is its first label. Each rollout gets a task container of its own
 (:mod:`.container`, the offline image of ``scripts/build-os-image.sh``): the init scripts run
-first, the ``start`` script is started in the background and keeps running, and the harness
-acts through two tools, over the rollout's gateway socket:
+first (one that fails is the environment's failure), the ``start`` script runs in the agent's
+shell as AgentBench runs it (what it starts keeps running), and the harness acts through two
+tools, over the rollout's gateway socket:
 
 - ``bash``: one command, run in the container's shell session (working directory and
   variables persist), stopped at the per-command time limit; the observation is its output,
@@ -104,12 +105,18 @@ class OSEpisode(Episode):
         try:
             container.start()
             statuses: list[int | None] = []
-            for language, code in self.task.record["init"]:
-                status, _ = container.run_script(language, code, timeout=INIT_TIMEOUT_S)
+            for n, (language, code) in enumerate(self.task.record["init"]):
+                status, output = container.run_script(language, code, timeout=INIT_TIMEOUT_S)
                 statuses.append(status)
+                if status != 0:  # the task cannot be judged: the environment's failure
+                    raise ContainerError(
+                        f"task {self.task.id}: its setup (init script {n}) "
+                        + ("did not finish" if status is None else f"exited {status}")
+                        + f": {output.strip()[-300:]}"
+                    )
             start = self.task.record["start"]
             if start is not None:
-                container.run_background(start[1])
+                container.run_start(start[1])
         except BaseException:
             container.close()
             raise
@@ -320,7 +327,9 @@ class OSEnvironment(Environment):
         """AgentBench's judgement, in the episode's container after the episode: ``match``
         (the answer, stripped, equals the expected string, or the regex finds it) or the
         ``check`` chain: arguments start as ``[str(answer)]``; each check script (``null``:
-        the example script) runs with them and must exit 0, its output appended."""
+        the example script) runs with them and must exit 0, its output appended. Checks run
+        with the read-only copy of the image's tools (:mod:`.trusted`): whatever the agent did
+        to the container's programs, its verdict is the checks' own."""
         played = episode if isinstance(episode, OSEpisode) else None
         detail: dict[str, Any] = {"answer": answer}
         if played is not None:
@@ -331,6 +340,10 @@ class OSEnvironment(Environment):
         if record["match"] is not None:
             ok = _matches(record["match"], answer)
             return Score(success=ok, detail=detail)
+        if answer is None and not (played is not None and played.finished):
+            # AgentBench judges only a run the agent ended (an answer or finish): a run cut
+            # at the round limit or by a reply with no action fails without checking
+            return Score(success=False, detail={**detail, "checks": "not run: no answer or finish"})
         if played is None or played.container is None:
             return Score(success=False, detail={**detail, "checks": "no task container"})
         params = [str(answer)]
@@ -343,7 +356,9 @@ class OSEnvironment(Environment):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise bounds.ScoringLimit(f"checks ran past {bounds.SCORE_TIMEOUT_S:g}s")
-            status, output = played.container.run_script(language, code, tuple(params), left)
+            status, output = played.container.run_script(
+                language, code, tuple(params), left, trusted_tools=True
+            )
             if status is None:
                 raise bounds.ScoringLimit(f"checks ran past {bounds.SCORE_TIMEOUT_S:g}s")
             statuses.append(status)

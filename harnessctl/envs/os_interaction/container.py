@@ -35,6 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ... import bounds
+from . import trusted
 
 DEFAULT_IMAGE = "harnessctl-os:latest"
 DOCKER_TIMEOUT_S = 60.0
@@ -42,13 +43,13 @@ SESSION_START_S = 10.0
 #: Bytes of a command's output kept on the host (the rest is counted and dropped).
 KEEP_BYTES = 64 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-#: Stop every process of the container but its init, its ``sleep`` and the task's ``start``
+#: Stop every process of the container but its init and the task's ``start``
 #: program (marked by ``HX_START=1`` in its environment, which its children inherit): a
 #: command's processes reparent to init when their parent dies, so a tree kill would miss
 #: them. Builtins only (no fork): it runs even when a fork bomb holds nearly every pid;
 #: every victim is stopped before any is killed, so none can fork a replacement.
 KILL_ALL = r"""
-keep=" 1 $$ $1 "
+keep=" 1 $$ "
 for round in 1 2 3 4 5 6; do
   victims=""
   for d in /proc/[0-9]*; do
@@ -68,6 +69,10 @@ done
 exit 0
 """
 START_MARK = "HX_START=1"
+#: Docker's default capabilities that no task uses (no network; no device nodes, file
+#: capabilities or chroot in AgentBench's tasks). The agent's shell drops one more
+#: (``trusted.AGENT_DROPS``) so that it cannot reach into a check.
+DROPPED_CAPS = ("NET_RAW", "MKNOD", "SETFCAP", "SYS_CHROOT")
 
 
 class ContainerError(RuntimeError):
@@ -229,7 +234,15 @@ class _Session:
 
     def __init__(self, container_id: str, cwd: str) -> None:
         self.proc = subprocess.Popen(
-            ["docker", "exec", "-i", "-w", cwd, container_id, "bash", "--login"],
+            [
+                "docker",
+                "exec",
+                "-i",
+                "-w",
+                cwd,
+                container_id,
+                *trusted.agent_command("bash", "--login"),
+            ],  # fmt: skip
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -295,7 +308,6 @@ class TaskContainer:
     id: str | None = None
     cwd: str = "/"
     start_code: str | None = None
-    sleep_pid: str | None = None
     restarts: int = 0
     #: Limits the monitor enforced while no command ran (a background writer): each a dict
     #: with ``limit`` ("disk"), ``mb`` and ``files``; the episode takes them as events.
@@ -308,10 +320,14 @@ class TaskContainer:
 
     def start(self) -> None:
         lim = self.limits
+        try:
+            tools = trusted.ensure_tools(self.image, docker)
+        except trusted.ToolsError as exc:
+            raise ContainerError(str(exc)) from None
         name = f"hx-{self.run_id}-{secrets.token_hex(4)}"
         label_args = [a for k, v in labels(self.run_id).items() for a in ("--label", f"{k}={v}")]
         self.id = docker(
-            "run", "-d", "--init", "--name", name, *label_args,
+            "run", "-d", "--name", name, *label_args,
             "--network", "none",
             "--pids-limit", str(lim.pids),
             "--memory", f"{lim.memory_mb}m", "--memory-swap", f"{lim.memory_mb}m",
@@ -319,16 +335,17 @@ class TaskContainer:
             "--ulimit", f"fsize={lim.file_mb * 1024 * 1024}",
             "--tmpfs", f"/tmp:rw,size={lim.tmp_mb}m",
             "--security-opt", "no-new-privileges",
+            *(a for cap in DROPPED_CAPS for a in ("--cap-drop", cap)),
+            "--mount", f"type=volume,src={tools},dst={trusted.PREFIX},readonly",
             "--hostname", "harnessctl-os",
             "-w", "/",
-            self.image, "sleep", "infinity",
+            self.image, *trusted.init_command(),
         ).strip()  # fmt: skip
         watch_container(self.id)
         upper = docker(
             "container", "inspect", "-f", "{{.GraphDriver.Data.UpperDir}}", self.id
         ).strip()
         self._upper = upper if upper.startswith("/") and os.access(upper, os.R_OK) else None
-        self.sleep_pid = self._find_sleep()
         self._session = self._open_session()
         threading.Thread(target=self._monitor, name="hx-os-disk", daemon=True).start()
 
@@ -358,25 +375,24 @@ class TaskContainer:
     def _over(self, mb: float, files: int) -> bool:
         return mb > self.limits.disk_mb or files > self.limits.files
 
-    def _find_sleep(self) -> str | None:
-        """The container's ``sleep infinity`` (spared by ``KILL_ALL``), found before any
-        command runs."""
-        assert self.id is not None
-        for _ in range(50):
-            out = docker("exec", self.id, "bash", "-c", "pgrep -x -P 1 sleep || true").split()
-            if out:
-                return out[0]
-            time.sleep(0.05)
-        return None
-
     # --- scripts on their own ---------------------------------------------------------
     def run_script(
-        self, language: str, code: str, params: tuple[str, ...] = (), timeout: float = 30.0
+        self,
+        language: str,
+        code: str,
+        params: tuple[str, ...] = (),
+        timeout: float = 30.0,
+        *,
+        trusted_tools: bool = False,
     ) -> tuple[int | None, str]:
         """Run ``code`` apart from the session (exit code, output); exit code None: it did
-        not finish within ``timeout``."""
+        not finish within ``timeout``. ``trusted_tools``: with the read-only copy of the
+        image's tools (a check: see :mod:`.trusted`), else with the container's own (the
+        task's setup, before the agent has touched it)."""
         assert self.id is not None, "start() the container first"
-        if language == "python":
+        if trusted_tools:
+            cmd = trusted.check_command(language, code, params)
+        elif language == "python":
             cmd = ["python3", "-c", code, *params]
         else:
             cmd = ["bash", "-c", code, *(("--", *params) if params else ())]
@@ -409,11 +425,13 @@ class TaskContainer:
             reader.join(timeout=5)
         return status, clean_text(bytes(kept))
 
-    def run_background(self, code: str) -> None:
-        """Start ``code`` detached (AgentBench's ``start``: it keeps running)."""
+    def run_start(self, code: str) -> None:
+        """Run the task's ``start`` script in the agent's shell, as AgentBench does (what it
+        sets stays set; what it leaves running, marked ``HX_START``, is spared by the
+        command limits); run again in the fresh shell after a restart."""
         assert self.id is not None, "start() the container first"
         self.start_code = code
-        docker("exec", "-d", "-e", START_MARK, "-w", "/", self.id, "bash", "-c", code)
+        self.bash(f"export {START_MARK}\n{code}\nexport -n HX_START; unset HX_START")
 
     # --- the agent's session ----------------------------------------------------------
     def _open_session(self) -> _Session:
@@ -480,11 +498,7 @@ class TaskContainer:
                     "docker",
                     "exec",
                     self.id,
-                    "bash",
-                    "-c",
-                    KILL_ALL,
-                    "kill-all",
-                    self.sleep_pid or "0",
+                    *trusted.check_command("bash", KILL_ALL, ()),
                 ],
                 capture_output=True,
                 timeout=20,
@@ -564,10 +578,9 @@ class TaskContainer:
             # which stops every process in it, keeps its files, and starts `start` again
             self.restarts += 1
             docker("restart", "-t", "0", self.id, timeout=DOCKER_TIMEOUT_S)
-            self.sleep_pid = self._find_sleep()
-            if self.start_code is not None:
-                self.run_background(self.start_code)
             self._session = self._open_session()
+            if self.start_code is not None:
+                self.run_start(self.start_code)
             limit = "pids"
         return CommandResult(
             clean_text(raw), None, seconds, limit=limit, session_ended=limit is None,

@@ -11,6 +11,7 @@ import pytest
 from harnessctl.envs.os_interaction import OSEnvironment
 from harnessctl.envs.os_interaction.tasks import load_tasks
 from tests.helpers import ROOT
+from tests.helpers.ci import unavailable
 from tests.helpers.os_env import require_os_image
 
 require_os_image()
@@ -311,21 +312,130 @@ def test_a_nul_in_the_answer_is_the_agents_failure_not_an_infra_error(check_epis
 
 @pytest.mark.slow
 def test_a_flood_of_check_output_is_capped_on_the_host(check_episode):
-    """A shadowed interpreter that floods its output (300 MB) costs the host at most the
-    cap (64 KiB kept; the rest read and dropped): the eval's memory stays bounded."""
+    """A check whose output floods (300 MB) costs the host at most the cap (64 KiB kept; the
+    rest read and dropped): the eval's memory stays bounded. (The agent can no longer make a
+    check's interpreter flood, see below; the cap stays as the second line.)"""
     import resource
 
+    from harnessctl import bounds
+
     env, played = check_episode
-    flood = 'head -c 300000000 /dev/zero | tr "\\000" a'
-    played.step(
-        "bash",
-        f"echo '#!/bin/sh' > /usr/local/bin/bash && echo '{flood}' >> /usr/local/bin/bash"
-        " && chmod +x /usr/local/bin/bash",
-        None,
-    )
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
-    score = env.score(CHECK_TASK, ROOT, "3", played)
+    status, output = played.container.run_script(
+        "bash", 'head -c 300000000 /dev/zero | tr "\\000" a', trusted_tools=True
+    )
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert grown_mib < 64, grown_mib
-    assert not score.success  # the next check got 64 KiB of 'a', not a number
-    assert score.detail["checks"] == [0, 1]
+    assert status == 0 and output == "a" * bounds.CHECK_OUTPUT_BYTES
+
+
+# --- checks the agent cannot forge ---------------------------------------------------------
+
+#: What a root agent can do to the container's programs: an ``exit 0`` python3 and bash
+#: first on PATH (the attack that passed 21 of 26 dev tasks), the real ones replaced, a
+#: site hook in every interpreter, a module beside the checks' working directory, a preload
+#: library named for every program.
+FORGE = r"""
+fake='#!/bin/sh
+echo 999
+exit 0'
+for t in python3 python3.11 bash sh wc grep ls awk nproc getent; do
+  printf '%s\n' "$fake" > /usr/local/bin/$t; chmod +x /usr/local/bin/$t
+done
+for t in python3.11 wc grep nproc getent; do
+  printf '%s\n' "$fake" > /tmp/f; chmod +x /tmp/f; mv -f /tmp/f /usr/bin/$t
+done
+echo 'import os; os._exit(0)' > /etc/python3.11/sitecustomize.py
+for d in / /root /usr/lib/python3/dist-packages; do echo 'import os; os._exit(0)' > $d/json.py; done
+echo /usr/lib/x86_64-linux-gnu/libforged.so > /etc/ld.so.preload
+echo forged
+"""
+
+#: (task, a wrong answer): the checks' kinds (a python check after the
+#: example's output, the example alone, a bash check that runs the agent's own program)
+FORGED_TASKS = [("dev.6", "999"), ("dev.13", "999"), ("dev.3", "1")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_id,wrong", FORGED_TASKS)
+def test_a_forged_container_does_not_change_the_checks_verdict(task_id, wrong):
+    task = load_tasks(ROOT / "examples" / "os_interaction").by_id()[task_id]
+    env = OSEnvironment(command_timeout_s=20)
+    played = env.open_episode(task, 0)
+    played.reset()
+    try:
+        if task_id == "dev.3":  # the task's own program, a `calc` that always prints 999
+            played.step("bash", "printf '#!/bin/sh\necho 999\n' > /usr/local/bin/calc", None)
+            played.step("bash", "chmod +x /usr/local/bin/calc", None)
+        forged = played.step("bash", FORGE, None)
+        assert "forged" in forged.observation, forged.observation
+        # the container's own programs are the agent's now, the preload named for each
+        _, output = played.container.run_script("bash", "python3 -c 'print(1)'")
+        assert "999" in output.split(), output
+        assert "ld.so.preload" in played.container.run_script("python", "print(1)")[1]
+        assert not env.score(task, ROOT, wrong, played).success
+        if task_id != "dev.3":  # the right answer (the example's) still passes
+            _, right = played.container.run_script(*task.record["example"], trusted_tools=True)
+            assert env.score(task, ROOT, right.strip(), played).success
+        # the checks' loader does not read the preload file the agent wrote
+        _, listing = played.container.run_script("bash", "ls /root", trusted_tools=True)
+        assert "ld.so.preload" not in listing, listing
+    finally:
+        played.close()
+
+
+@pytest.mark.slow
+def test_nothing_the_agent_runs_can_reach_into_a_running_check(check_episode):
+    """A check runs with a capability the agent's shell dropped: its /proc files (mem,
+    environ, fd: what ptrace and a memory write need) are closed to the agent."""
+    import threading
+
+    env, played = check_episode
+    done = threading.Event()
+
+    def check() -> None:
+        played.container.run_script("bash", "exec sleep 7.5", trusted_tools=True)
+        done.set()
+
+    threading.Thread(target=check, daemon=True).start()
+    probe = (
+        "sleep 1; for p in $(pgrep -x sleep); do grep -q 7.5 /proc/$p/cmdline 2>/dev/null &&"
+        " { cat /proc/$p/environ >/dev/null 2>&1 && echo CHECK-OPEN || echo CHECK-CLOSED; }; done;"
+        " sleep 30 & cat /proc/$!/environ >/dev/null && echo OWN-OPEN; kill %1"
+    )
+    seen = played.step("bash", probe, None).observation
+    assert "CHECK-CLOSED" in seen and "CHECK-OPEN" not in seen, seen
+    assert "OWN-OPEN" in seen, seen  # the agent's own processes stay its own
+    assert done.wait(15)
+
+
+@pytest.mark.slow
+def test_the_checks_tools_are_read_only_to_the_agent(check_episode):
+    env, played = check_episode
+    seen = played.step(
+        "bash",
+        "touch /.hx/usr/bin/x 2>&1; mount -o remount,rw /.hx 2>&1; umount /.hx 2>&1;"
+        " mv /.hx /hx2 2>&1; ls /.hx",
+        None,
+    ).observation
+    assert "Read-only file system" in seen and "usr" in seen.split(), seen
+    status, _ = played.container.run_script("bash", "test -e /.hx/usr/bin/x", trusted_tools=True)
+    assert status == 1
+
+
+def test_an_image_the_checks_tools_cannot_be_built_from_is_a_clear_error():
+    """An image without patchelf (the docker sandbox's runtime image has python3 only): the
+    build fails naming the cause, leaves no volume, and no task container starts on it."""
+    from harnessctl.envs.os_interaction import container as tc
+    from harnessctl.envs.os_interaction import trusted
+
+    image = "harnessctl-runtime:latest"
+    if not tc.image_present(image):
+        unavailable("the tools-build error test", f"no {image} (scripts/build-runtime-image.sh)")
+    with pytest.raises(trusted.ToolsError, match="patchelf is not in the image"):
+        trusted.ensure_tools(image, tc.docker)
+    image_id = tc.docker("image", "inspect", "-f", "{{.Id}}", image).strip()
+    left = tc.docker("volume", "ls", "-q", "--filter", f"name={trusted.volume_name(image_id)}")
+    assert left.strip() == ""
+    with pytest.raises(tc.ContainerError, match="patchelf"):
+        tc.TaskContainer(image=image).start()
