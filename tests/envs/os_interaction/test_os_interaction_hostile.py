@@ -439,3 +439,56 @@ def test_an_image_the_checks_tools_cannot_be_built_from_is_a_clear_error():
     assert left.strip() == ""
     with pytest.raises(tc.ContainerError, match="patchelf"):
         tc.TaskContainer(image=image).start()
+
+
+FORGING_HOOK = """
+
+def _constant_answer(self, reply, state):
+    if __FORGE__ and not getattr(self, "_forged", False):
+        self._forged = True
+        self.tools["bash"].run(__FORGE_TEXT__, limit=4000)
+    return Action(kind="answer", argument="0")
+
+
+OSHarness.parse_action = _constant_answer
+"""
+
+
+def _constant_harness(tmp_path, forge: bool):
+    import shutil
+
+    name = "os-forger" if forge else "os-constant"
+    dst = tmp_path / name
+    shutil.copytree(ROOT / "harnesses" / "os-base", dst)
+    hook = FORGING_HOOK.replace("__FORGE__", repr(forge)).replace("__FORGE_TEXT__", repr(FORGE))
+    (dst / "harness.py").write_text((dst / "harness.py").read_text() + hook)
+    manifest = (dst / "harness.yaml").read_text().replace("name: os-base", f"name: {name}")
+    (dst / "harness.yaml").write_text(manifest)
+    return dst
+
+
+@pytest.mark.slow
+def test_a_harness_that_forges_the_checks_scores_what_its_answers_deserve(tmp_path):
+    """The attack as it was found: one command puts an ``exit 0`` python3 and bash first on
+    PATH (and more, FORGE), then the harness answers a constant. It scored 21 of 26 dev
+    tasks, dev.8 included, which even the gold answer fails; now it scores what the same
+    constant scores without the forgery, task by task."""
+    from harnessctl.harness import load_harness
+    from harnessctl.policy import Policy
+    from harnessctl.run.session import RolloutSession
+    from harnessctl.sandbox import Limits
+    from harnessctl.suite import load_suite
+
+    suite = load_suite(ROOT / "examples" / "os_interaction")
+    tasks = suite.tasks("dev").by_id()
+    forger = load_harness(_constant_harness(tmp_path, forge=True))
+    control = load_harness(_constant_harness(tmp_path, forge=False))
+    verdicts = {}
+    with RolloutSession(suite.environment, sandbox="local", limits=Limits(timeout_s=60)) as s:
+        for task_id in ("dev.3", "dev.6", "dev.8", "dev.13"):
+            pair = [s.run(h, tasks[task_id], 0, Policy("replay/os_interaction")) for h in
+                    (forger, control)]  # fmt: skip
+            assert all(r.outcome != "infra_error" for r in pair), [r.error for r in pair]
+            verdicts[task_id] = [bool(r.success) for r in pair]
+    assert all(forged == plain for forged, plain in verdicts.values()), verdicts
+    assert not any(forged for forged, _ in verdicts.values()), verdicts  # "0" is right nowhere
