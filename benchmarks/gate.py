@@ -61,8 +61,8 @@ ENVIRONMENTS = [
     ("dbbench", "dbbench-base", "examples/dbbench", "train", {"weak": 0.4, "strong": 0.9}),
     ("dbbench-fc", "dbbench-fc", "examples/dbbench", "train", {"weak": 0.4, "strong": 0.9}),
     ("alfworld", "alfworld-base", "examples/alfworld", "train", {"weak": 0.5, "strong": 0.9}),
-    ("os", "os-base", "examples/os_interaction", "train", {"weak": 0.5, "strong": 0.9}),
-    ("tau2", "tau2-base", "examples/tau2", "train", {"weak": 0.5, "strong": 0.9}),
+    ("os", "os-base", "examples/os_interaction", "train", {"weak": 0.1, "strong": 0.9}),
+    ("tau2", "tau2-base", "examples/tau2", "train", {"weak": 0.6, "strong": 0.93}),
 ]
 EFFECTS = (0.05, 0.10, 0.15, 0.20)
 
