@@ -196,9 +196,9 @@ def _complete(volume: str, image: str, docker) -> bool:
 
 
 def _build(volume: str, image: str, docker) -> None:
-    from .container import ContainerError
-
-    with contextlib.suppress(ContainerError):
+    # ``docker`` raises the container module's ContainerError, a RuntimeError (not imported
+    # here: that module imports this one)
+    with contextlib.suppress(RuntimeError):
         docker("volume", "rm", "-f", volume)  # an interrupted build: start again
     docker("volume", "create", "--label", "harnessctl.kind=os-tools", volume)
     try:
@@ -207,8 +207,8 @@ def _build(volume: str, image: str, docker) -> None:
             "python3", "-I", "-c", f"MARK_NAME = {MARK!r}\n{BUILDER}", "/out",
             timeout=600,
         )  # fmt: skip
-    except ContainerError as exc:
-        with contextlib.suppress(ContainerError):
+    except RuntimeError as exc:
+        with contextlib.suppress(RuntimeError):
             docker("volume", "rm", "-f", volume)
         raise ToolsError(f"building the checks' tools from {image} failed: {exc}") from None
     # the copies of images rebuilt since: removed unless a container still uses them
