@@ -113,6 +113,24 @@ class HarnessSpec:
         return self.hash[:12]
 
 
+def check_compiles(spec: HarnessSpec) -> None:
+    """Every ``.py`` file of the harness compiles, or ``ConfigError`` naming the file and
+    line: found before any rollout runs (and is cached) instead of as failed rollouts.
+    Compiling runs none of the code; importing it happens in the sandbox, as rollouts do."""
+    for path in sorted(spec.path.rglob("*.py")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        rel = path.relative_to(spec.path)
+        try:
+            compile(path.read_bytes(), str(rel), "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            where = f"{spec.path / rel}:{exc.lineno or 0}"
+            raise ConfigError(where, f"the harness does not compile: {exc.msg}") from None
+        except ValueError as exc:  # a NUL byte in the source
+            message = f"the harness does not compile: {exc}"
+            raise ConfigError(str(spec.path / rel), message) from None
+
+
 def format_validation_error(where: str, exc: ValidationError) -> ConfigError:
     """Every problem of a validated file, the first one's field in ``where`` (a typo such as
     ``target:`` for ``targets:`` shows both: the missing field and the unknown one)."""

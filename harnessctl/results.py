@@ -34,11 +34,13 @@ class ExportEditsResult(Result):
 
 class ExportPoolResult(Result):
     kind: Literal["export-pool"] = "export-pool"
-    version: int = 1
+    version: int = 2
     pool_id: str
     path: str
     archive: str
     harnesses: list[str]
+    profile_splits: dict[str, str] = Field(default_factory=dict)
+    """Harness name -> the split of the profile frozen for it."""
 
 
 class VerifyResult(Result):
@@ -72,7 +74,7 @@ class RouteRecord(Result):
     """``route --json``: the ranked pool for one failed task, with each voter's answer."""
 
     kind: Literal["route"] = "route"
-    version: int = 1
+    version: int = 2
     task_id: str
     category: str
     failure_outcomes: list[str]
@@ -80,3 +82,7 @@ class RouteRecord(Result):
     top: list[dict[str, Any]]
     ranked: list[dict[str, Any]]
     voters: list[dict[str, Any]] = Field(default_factory=list)
+    profile_splits: dict[str, str] = Field(default_factory=dict)
+    """Candidate name -> the split of the profile it was ranked by."""
+    in_sample: bool = False
+    """The task was in the profiles' evidence: the ranking saw it."""

@@ -1,13 +1,19 @@
 """The runs in a store, and the rollouts each one stands on.
 
-A run (``store.RunRow``) is one invocation of a command that evaluated a harness: its
-selection is (harness hash, suite, split, policy). Rollouts are cache entries: a rollout row
-names the run that *executed* it, and later runs with the same selection are served the same
-rows. So the rollouts of a run are found by its selection, not by ``run_id``: every stored
-rollout of the run's harness and policy on a task of the run's suite split. The split's task
-ids come from the suite when the workspace can load it (so rows cached under another split
-count), else from the rows' own ``split``. Where several rows share a (task, seed) (runs
-with other budgets), the newest stands.
+A run (``store.RunRow``) is one invocation of a command that evaluated a harness. Rollouts are
+cache entries: a rollout row names the run that *executed* it, and later runs asking for the
+same rollout are served the same row. A run's rollouts are its **membership**: the rollouts
+it asked for and got, served from the cache or executed, recorded when it finishes
+(``run_member``, migration 0008). So what a command prints for a run never changes
+afterwards, whatever other runs of the same harness store later (an evolve's re-tests at
+more seeds, say). A run still running stands on what it has executed so far. A run from
+before membership was recorded is read as it used to be: by its selection (every stored
+rollout of its harness and policy on a task of its suite split, the newest per (task,
+seed)), which later rollouts can change; such a run is marked ``legacy``.
+
+A run made by another (an evolve's judgements, confirmations and re-tests) names it
+(``parent_id``); ``harnessctl runs`` lists the runs a person started, the others folded
+under them.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from pydantic import Field
 from .errors import HarnessctlError
 from .records import Record, Result
 
-RUNS_RESULT_VERSION = 1
+RUNS_RESULT_VERSION = 2
 
 
 class RunItem(Record):
@@ -46,24 +52,55 @@ class RunItem(Record):
     cost_usd: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    parent_id: str | None = None
+    """The run that made this one (an evolve), or None for a run a person started."""
+    children: int = 0
+    """Runs made by this one (folded under it unless ``--all``)."""
 
 
 class RunsResult(Result):
-    """``harnessctl runs --json``: runs, newest first."""
+    """``harnessctl runs --json``: runs, newest first (top-level runs, children counted,
+    unless ``all``)."""
 
     kind: Literal["runs"] = "runs"
     version: int = RUNS_RESULT_VERSION
     runs: list[RunItem] = Field(default_factory=list)
 
 
-def list_runs(store: Any, *, limit: int | None = None, status: str | None = None) -> RunsResult:
-    """The store's runs, newest first, with their counts and cost."""
+def list_runs(
+    store: Any,
+    *,
+    limit: int | None = None,
+    status: str | None = None,
+    everything: bool = False,
+    harness: str | None = None,
+    command: str | None = None,
+    since: float | None = None,
+) -> RunsResult:
+    """The store's runs, newest first, with their counts and cost: the runs a person started
+    (each with how many runs it made), or every run with ``everything``. Filters: status,
+    harness name, command, started at or after ``since`` (a Unix time)."""
     names = _harness_names(store)
+    runs = store.runs()
+    children: dict[str, int] = {}
+    for run in runs:
+        if run.parent_id:
+            children[run.parent_id] = children.get(run.parent_id, 0) + 1
     items = []
-    for run in store.runs():
+    for run in runs:
+        if run.parent_id and not everything:
+            continue
         if status is not None and run.status != status:
             continue
-        items.append(run_item(store, run, names))
+        if command is not None and run.command != command:
+            continue
+        if harness is not None and names.get(run.harness_hash or "") != harness:
+            continue
+        if since is not None and run.started_at < since:
+            continue
+        item = run_item(store, run, names)
+        item.children = children.get(run.id, 0)
+        items.append(item)
         if limit is not None and len(items) >= limit:
             break
     return RunsResult(runs=items)
@@ -104,6 +141,7 @@ def run_item(store: Any, run: Any, names: dict[str, str] | None = None) -> RunIt
         status=run.status,
         started_at=run.started_at,
         finished_at=run.finished_at,
+        parent_id=run.parent_id,
         **counts,
     )
 
@@ -133,11 +171,13 @@ def latest_run(
     split: str | None = None,
     policy: str | None = None,
 ) -> Any:
-    """The newest finished (``done``) run of the harness named ``harness`` with the given
-    selection."""
+    """The newest finished (``done``) run a person started (not one an evolve made) of the
+    harness named ``harness`` with the given selection."""
     names = _harness_names(store)
     for run in store.runs():
         if run.status != "done" or names.get(run.harness_hash or "") != harness:
+            continue
+        if run.parent_id:
             continue
         if suite and run.suite != suite:
             continue
@@ -158,7 +198,22 @@ def latest_run(
 
 def run_rollouts(store: Any, run: Any, task_ids: set[str] | None = None) -> dict:
     """``(task id, seed) -> rollout row`` for the rollouts the run stands on (module
-    docstring): ``task_ids`` are its split's tasks when known."""
+    docstring): its membership; while it runs, what it executed; for a legacy run its
+    selection (``task_ids``: its split's tasks when known)."""
+    if run.membership:
+        return {(r.task_id, r.seed): r for r in store.members(run.id)}
+    if is_legacy(run):
+        return _selection(store, run, task_ids)
+    return {(r.task_id, r.seed): r for r in store.rollouts(run_id=run.id)}
+
+
+def is_legacy(run: Any) -> bool:
+    """A run that finished before membership was recorded (migration 0008): read by its
+    selection. (A run still running, or one that died, stands on what it executed.)"""
+    return not run.membership and run.status in ("done", "failed", "interrupted")
+
+
+def _selection(store: Any, run: Any, task_ids: set[str] | None) -> dict:
     rows = store.rollouts(harness_hash=run.harness_hash, policy_id=run.policy_id)
     chosen: dict[tuple[str, int], Any] = {}
     for row in rows:  # oldest first: a newer row for the same pair replaces an older one

@@ -43,7 +43,7 @@ def test_runs_and_compare_on_real_evals(workspace):
     assert again["cached"] == 8
 
     listed = json_of("runs")
-    assert listed["kind"] == "runs" and listed["version"] == 1
+    assert listed["kind"] == "runs" and listed["version"] == 2
     assert RunsResult.model_validate(listed).model_dump(mode="json") == listed
     assert [r["id"] for r in listed["runs"]] == [again["run_id"], crashy["run_id"], base["run_id"]]
     first = listed["runs"][2]
@@ -91,7 +91,6 @@ def test_compare_figures_on_a_hand_built_store(tmp_path):
                 policy_id="sim/dbbench",
             )
         )
-        store.finish_run(run_id, "done", None)
     # (task, category, A success, B success)
     cases = [
         ("t1", "x", True, True),
@@ -133,6 +132,8 @@ def test_compare_figures_on_a_hand_built_store(tmp_path):
         [],
         {},
     )
+    for run_id in ("runA0000", "runB0000"):  # each run's membership: what it executed
+        store.finish_run(run_id, "done", None, store.rollouts(run_id=run_id))
     out = compare_runs(store, store.run("runA0000"), store.run("runB0000"), (None, None))
     assert (out.pairs, out.only_a, out.only_b) == (5, 1, 0)
     assert (out.rescues, out.regressions) == (2, 1)
@@ -149,6 +150,64 @@ def test_compare_figures_on_a_hand_built_store(tmp_path):
     assert [c.change for c in out.changes] == ["rescue", "rescue", "regression", "outcome"]
     assert out.a_usage.cost_usd == 0.5 * 2 + 0.25 * 3
     assert [r.id for r in list_runs(store).runs] == ["runB0000", "runA0000"]
+
+
+@pytest.mark.slow
+def test_a_runs_figures_never_change_afterwards(workspace):
+    """The sequence that used to move a run's numbers: a run, then more rollouts of the same
+    harness, policy and split (another eval at more seeds; an evolve's re-tests do the same).
+    Every command still reports the first run as its own eval did."""
+    first = json_of("eval", "dbbench-base", "--rollouts", 2, *task_flags(TASKS[:4]))
+    more = json_of("eval", "dbbench-base", "--rollouts", 4, *task_flags(TASKS[:4]))
+    assert more["cached"] == 8 and more["summary"]["rollouts"] == 16
+    rate = first["summary"]["success_rate"]
+    listed = {r["id"]: r for r in json_of("runs")["runs"]}
+    assert listed[first["run_id"]]["rollouts"] == 8
+    assert listed[first["run_id"]]["success_rate"] == rate
+    out = json_of("compare", first["run_id"], more["run_id"])
+    assert (out["pairs"], out["only_a"], out["only_b"]) == (8, 0, 8)
+    assert out["a_usage"]["success_rate"] == rate
+    traces = json_of(
+        "export-traces", "--format", "otel", "--run", first["run_id"], "--out", workspace / "t"
+    )
+    assert traces["rollouts"] == 8
+    store = load_workspace(workspace).open_store()
+    assert {(r.task_id, r.seed) for r in store.members(first["run_id"])} == {
+        (t, s) for t in TASKS[:4] for s in (0, 1)
+    }
+    # the report shows a harness as its newest run reports it (here a cached rerun of the
+    # first selection: 8 rollouts, not the 16 stored)
+    from harnessctl.report.data import ALL, collect
+
+    again = json_of("eval", "dbbench-base", "--rollouts", 2, *task_flags(TASKS[:4]))
+    data = collect(store, workspace / "harnesses", first["policy"], split="dev")
+    (base_hash,) = {h for _, h in data.harnesses}
+    cell = data.heat[(base_hash, ALL)]
+    assert cell.attempts == 8 and cell.successes == again["summary"]["successes"]
+
+
+def test_runs_made_by_another_are_folded_under_it(tmp_path):
+    """A run an evolve made (``parent_id``) is listed under it, not beside it, and a harness
+    name never stands for it in `compare`."""
+    from harnessctl.runs import latest_run
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}", tmp_path / "traj")
+    store.start_run(RunRow(id="evolve01", command="evolve", harness_hash="ha", split="dev"))
+    store.start_run(
+        RunRow(id="judge001", command="evolve-judge", harness_hash="ha", split="dev",
+               parent_id="evolve01", started_at=2e9)
+    )  # fmt: skip
+    store.finish_run("judge001", "done", None)
+    store.finish_run("evolve01", "done", None)
+    from harnessctl.store import HarnessRow
+
+    store.upsert_harness(HarnessRow(hash="ha", name="base", path="x", manifest_json="{}"))
+    top = list_runs(store).runs
+    assert [(r.id, r.children) for r in top] == [("evolve01", 1)]
+    every = list_runs(store, everything=True).runs
+    assert [(r.id, r.parent_id) for r in every] == [("judge001", "evolve01"), ("evolve01", None)]
+    assert latest_run(store, "base").id == "evolve01"  # the newer child is not "the" run
+    assert [r.id for r in list_runs(store, everything=True, command="evolve").runs] == ["evolve01"]
 
 
 def test_bad_references_exit_nonzero_naming_them(workspace):

@@ -10,6 +10,8 @@ from .options import (
     ExecutorOption,
     FreshContainerOption,
     JsonOption,
+    MaxCallsOption,
+    MaxTokensOption,
     ParamOption,
     PolicyOption,
     RayAddressOption,
@@ -64,6 +66,8 @@ def bench_command(
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
     fresh_container: FreshContainerOption = False,
+    max_calls: MaxCallsOption = None,
+    max_tokens: MaxTokensOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -73,8 +77,6 @@ def bench_command(
     / retry / router arms that read the scorer's verdict (marked verifier), with model
     calls counted and paired sign tests."""
     from ..baselines import run_baselines
-    from ..harness import lineage_root
-    from ..profiles.candidates import pool_specs
     from ..workspace import load_workspace
     from .bench_view import render_baselines
     from .progress import rollout_progress
@@ -82,22 +84,32 @@ def bench_command(
 
     ws = load_workspace()
     spec = ws.load_harness(base)
-    if siblings:
-        chosen = [ws.load_harness(n) for n in siblings.split(",") if n.strip()]
-    else:
-        lineage = pool_specs(ws, ws.harnesses_dir, lineage_of=spec)
-        root = lineage_root(spec, ws.harnesses_dir).name
-        chosen = [s for s in lineage if s.name not in (spec.name, root)]
-    if not chosen:
-        raise typer.BadParameter(f"{base} has no siblings under harnesses/ (run evolve first)")
+    chosen = _siblings(ws, spec, siblings)
     more = [ws.load_harness(n) for n in (extra or "").split(",") if n.strip()]
     pol = policy_of(ws, policy, param, spec.manifest.env)
     where = placement(ws, workers, sandbox, executor, ray_address, fresh_container)
-    template = eval_request(ws, spec, suite, pol, where, split=split, rollouts=rollouts)
-    with rollout_progress(err_console()) as progress:
+    budgets = dict(max_calls=max_calls, max_tokens=max_tokens)
+    template = eval_request(ws, spec, suite, pol, where, split=split, rollouts=rollouts, **budgets)
+    with rollout_progress(err_console(), events=as_json) as progress:
         result = run_baselines(
             ws.open_store(store), template, base=spec, siblings=chosen, extra=more,
             evidence_split=evidence_split, heldout_split=split, attempts=attempts,
             combined_dir=ws.state_dir / "combined" if combined else None, progress=progress,
         )  # fmt: skip
     render_baselines(result, as_json=as_json)
+
+
+def _siblings(ws, spec, names: str | None) -> list:
+    """The siblings named, or every harness of the base's lineage but the base and root."""
+    from ..harness import lineage_root
+    from ..profiles.candidates import pool_specs
+
+    if names:
+        chosen = [ws.load_harness(n) for n in names.split(",") if n.strip()]
+    else:
+        lineage = pool_specs(ws, ws.harnesses_dir, lineage_of=spec)
+        root = lineage_root(spec, ws.harnesses_dir).name
+        chosen = [s for s in lineage if s.name not in (spec.name, root)]
+    if not chosen:
+        raise typer.BadParameter(f"{spec.name} has no siblings under harnesses/ (run evolve first)")
+    return chosen

@@ -18,17 +18,21 @@ def render_runs(result) -> None:
     if not result.runs:
         console().print("no runs in this store (`harnessctl eval` makes one)")
         return
+    out = console()
+    if not out.is_terminal:  # piped: whole names, however wide the table gets
+        out.width = max(out.width, 240)
     table = Table(show_edge=False)
     for col in ("run", "started", "command", "harness", "suite/split", "policy", "status"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for col in ("rollouts", "success", "cost $"):
         table.add_column(col, justify="right")
     for r in result.runs:
         rate = "-" if r.success_rate is None else pct(r.success_rate)
+        command = r.command + (f" (+{r.children})" if r.children else "")
         cells = (
             r.id[:12],
             _when(r.started_at),
-            r.command,
+            f"  {command}" if r.parent_id else command,
             r.harness,
             f"{r.suite}/{r.split}",
             r.policy,
@@ -38,7 +42,9 @@ def render_runs(result) -> None:
             f"{r.cost_usd:.4f}",
         )
         table.add_row(*(text(c) for c in cells))
-    console().print(table)
+    out.print(table)
+    if any(r.children for r in result.runs):
+        out.print("(+N): runs it made, folded; `harnessctl runs --all` lists them")
 
 
 def render_compare(result, *, limit: int) -> None:

@@ -6,11 +6,13 @@ from typing import Annotated
 
 import typer
 
-from ..constants import DEFAULT_MAX_CALLS, DEFAULT_MAX_TOKENS, DEFAULT_ROLLOUTS, DEFAULT_TIMEOUT_S
+from ..constants import DEFAULT_ROLLOUTS, DEFAULT_TIMEOUT_S
 from .options import (
     ExecutorOption,
     FreshContainerOption,
     JsonOption,
+    MaxCallsOption,
+    MaxTokensOption,
     ParamOption,
     PolicyOption,
     RayAddressOption,
@@ -30,21 +32,6 @@ from .options import (
 from .preflight_view import YesOption
 
 HarnessArg = Annotated[str, typer.Argument(help="Harness directory, or a name under harnesses/.")]
-MaxCallsOption = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        help=f"Model calls per rollout (default: the environment's own, else {DEFAULT_MAX_CALLS}).",
-    ),
-]
-MaxTokensOption = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        help="Prompt+completion tokens per rollout (default: the environment's own, else "
-        f"{DEFAULT_MAX_TOKENS:,}).",
-    ),
-]
 TaskOption = Annotated[
     list[str] | None, typer.Option("--task", help="Only these task ids (repeatable).")
 ]
@@ -114,7 +101,7 @@ def eval_command(
     db = ws.open_store(store)
     if router is not None:
         return _routed(ws, db, request, router, route_when, as_json=as_json)
-    with rollout_progress(err_console()) as progress:
+    with rollout_progress(err_console(), events=as_json) as progress:
         result = evaluate(
             request, db, progress=progress, before_run=cost_gate(ws, request, yes=yes)
         )
@@ -174,7 +161,7 @@ def _routed(ws, db, request, pool: str, when: str, *, as_json: bool) -> None:
     from .route_view import render_routed
 
     specs = pool_specs(ws, pool_arg(pool), lineage_of=request.harness)
-    with rollout_progress(err_console()) as progress:
+    with rollout_progress(err_console(), events=as_json) as progress:
         result = routed_eval(request, specs, db, progress=progress, when=when)
     if as_json:
         print_result(RoutedEvalRecord.of(request.harness.name, request.policy.id, result))

@@ -11,6 +11,8 @@ from .options import (
     ExecutorOption,
     FreshContainerOption,
     JsonOption,
+    MaxCallsOption,
+    MaxTokensOption,
     ParamOption,
     PolicyOption,
     RayAddressOption,
@@ -133,13 +135,14 @@ def evolve_command(
     ray_address: RayAddressOption = None,
     fresh_container: FreshContainerOption = False,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    max_calls: MaxCallsOption = None,
+    max_tokens: MaxTokensOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Grow sibling harnesses from BASE along repair directions: each round an editor
-    proposes a patch, it is validated, judged against its parent on fresh seeds by an
-    anytime-valid sequential test (--gate), the run's false acceptances held at --alpha
-    (--error-control), and an accepted child is committed as harnesses/<base>.<direction>.rN."""
+    """Grow sibling harnesses from BASE along repair directions: each round an editor's patch
+    is validated, judged against its parent on fresh seeds by an anytime-valid sequential test
+    (--gate) at the run's --alpha (--error-control), and committed as harnesses/<base>.<dir>.rN."""
     from ..evolve.engine import Engine
     from ..sandbox import Limits
     from ..workspace import load_workspace
@@ -151,9 +154,9 @@ def evolve_command(
     spec = ws.load_harness(base)
     pol = policy_of(ws, policy, param, spec.manifest.env)
     where = placement(ws, workers, sandbox, executor, ray_address, fresh_container)
-    limits = Limits(timeout_s=timeout)
+    budgets = dict(limits=Limits(timeout_s=timeout), max_calls=max_calls, max_tokens=max_tokens)
     evaluation = eval_request(
-        ws, spec, suite, pol, where, split=split, rollouts=rollouts, limits=limits
+        ws, spec, suite, pol, where, split=split, **budgets, rollouts=rollouts
     )
     judge: dict = dict(rounds=rounds, batch_size=batch, control_size=control, alpha=alpha)
     judge |= dict(min_net=min_net, confirm_seeds=confirm_seeds, error_control=error_control)
@@ -161,7 +164,7 @@ def evolve_command(
     stops |= dict(max_editor_cost=max_editor_cost, max_looks=max_looks)
     request = evolve_request(ws, evaluation, directions, editor, editor_param, **judge, **stops)
     log = direction_log(enabled=True)  # stderr: --json keeps stdout pure
-    with rollout_progress(err_console()) as progress:
+    with rollout_progress(err_console(), events=as_json) as progress:
         result = Engine(request, ws, ws.open_store(store), log=log, progress=progress).run()
     render_evolve_result(spec, result, split=split, as_json=as_json)
 

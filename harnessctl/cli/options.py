@@ -14,6 +14,8 @@ from typing import Annotated
 import typer
 
 from ..constants import (
+    DEFAULT_MAX_CALLS,
+    DEFAULT_MAX_TOKENS,
     ENV_DOCKER_FRESH,
     ENV_EXECUTOR,
     ENV_POLICY,
@@ -197,3 +199,20 @@ def pool_arg(pool: str) -> Path | list[str]:
     if not names:
         raise typer.BadParameter("POOL names no harness")
     return names
+
+
+MaxCallsOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help=f"Model calls per rollout (default: the environment's own, else {DEFAULT_MAX_CALLS}).",
+    ),
+]
+MaxTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Prompt+completion tokens per rollout (default: the environment's own, else "
+        f"{DEFAULT_MAX_TOKENS:,}).",
+    ),
+]

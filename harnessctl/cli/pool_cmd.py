@@ -14,6 +14,12 @@ pool_app = typer.Typer(
 )
 
 
+SPLIT_HELP = (
+    "Freeze the profiles of this split (default: each harness's newest, full profiles "
+    "first); what was frozen is printed."
+)
+
+
 def export_pool_command(
     harnesses: Annotated[
         list[str] | None,
@@ -28,6 +34,7 @@ def export_pool_command(
         typer.Option(help="The base harness (role base; default: the root of the lineage)."),
     ] = None,
     suite: Annotated[str | None, typer.Option(help="Suite the profiles are on.")] = None,
+    split: Annotated[str | None, typer.Option(help=SPLIT_HELP)] = None,
     policy: PolicyOption = None,
     param: ParamOption = None,
     store: StoreOption = None,
@@ -35,7 +42,8 @@ def export_pool_command(
 ) -> None:
     """Freeze the base and its siblings into a verifiable pool: harness trees, profiles,
     manifest (pool id, hashes, git commits, roles, router config) and SHA256SUMS, plus a
-    single-file archive. Refuses harnesses with uncommitted changes."""
+    single-file archive. Refuses harnesses with uncommitted changes. Prints the split and
+    size of each profile it froze."""
     from ..errors import ConfigError
     from ..pool.export import check_committed, export_pool
     from ..profiles.runner import load_profiles
@@ -45,14 +53,7 @@ def export_pool_command(
     loaded = ws.load_suite(suite)
     pol = policy_of(ws, policy, param, loaded.config.env)
     db = ws.open_store(store)
-    if harnesses:
-        specs = [ws.load_harness(h) for h in harnesses]
-    else:
-        specs = [
-            spec
-            for spec in ws.harnesses()
-            if db.profiles(harness_hash=spec.hash, policy_id=pol.id, suite=loaded.name)
-        ]
+    specs = _profiled(ws, db, harnesses, pol.id, loaded.name)
     try:
         base_spec = ws.base_harness(base, [s.name for s in specs])
     except ConfigError:
@@ -61,7 +62,9 @@ def export_pool_command(
         raise
     aux = [s for s in specs if s.hash != base_spec.hash]
     check_committed(ws.root, [base_spec, *aux])  # before profiles: name the real problem
-    profiles = load_profiles(db, [base_spec, *aux], policy_id=pol.id, suite=loaded.name)
+    profiles = load_profiles(
+        db, [base_spec, *aux], policy_id=pol.id, suite=loaded.name, split=split
+    )
     path = export_pool(
         name=name,
         harnesses=aux,
@@ -72,7 +75,18 @@ def export_pool_command(
         policy_id=pol.id,
         suite=loaded.name,
     )
-    render_exported(path, as_json=as_json)
+    render_exported(path, as_json=as_json, profiles=profiles)
+
+
+def _profiled(ws, db, harnesses: list[str] | None, policy_id: str, suite: str) -> list:
+    """The harnesses named, or every harness of the workspace with a profile."""
+    if harnesses:
+        return [ws.load_harness(h) for h in harnesses]
+    return [
+        spec
+        for spec in ws.harnesses()
+        if db.profiles(harness_hash=spec.hash, policy_id=policy_id, suite=suite)
+    ]
 
 
 def _one_environment(ws, harnesses: list[str] | None) -> None:
@@ -91,11 +105,13 @@ def _one_environment(ws, harnesses: list[str] | None) -> None:
         )
 
 
-def render_exported(path: Path, *, as_json: bool) -> None:
-    """What ``export-pool`` prints about the pool it wrote at ``path``."""
-    from .render import console, escape
+def render_exported(path: Path, *, as_json: bool, profiles: dict | None = None) -> None:
+    """What ``export-pool`` prints about the pool it wrote at ``path``, with the split of
+    each profile it froze (``profiles``: name -> Profile)."""
+    from .render import console, escape, pct
 
     manifest = json.loads((path / "pool.json").read_text())
+    profiles = profiles or {}
     if as_json:
         from ..results import ExportPoolResult
         from .render import print_result
@@ -104,14 +120,25 @@ def render_exported(path: Path, *, as_json: bool) -> None:
         archive = str(path.parent / f"{path.name}.tar.gz")
         print_result(
             ExportPoolResult(
-                pool_id=manifest["pool_id"], path=str(path), archive=archive, harnesses=names
+                pool_id=manifest["pool_id"],
+                path=str(path),
+                archive=archive,
+                harnesses=names,
+                profile_splits={n: p.split for n, p in profiles.items()},
             )
         )
         return
-    console().print(
+    out = console()
+    out.print(
         f"pool [bold]{escape(manifest['pool_id'])}[/] with {len(manifest['harnesses'])} "
         f"harnesses at {escape(str(path))} (+ {escape(path.name)}.tar.gz)"
     )
+    for name, p in profiles.items():
+        out.print(
+            f"  froze {escape(name)}: {p.kind} profile on {escape(p.suite.name)}/"
+            f"{escape(p.split)}, {p.tasks} tasks x {len(p.seeds)} seeds, "
+            f"success {pct(p.success.rate)}"
+        )
 
 
 def verify_command(
@@ -166,8 +193,9 @@ def rescue_sim_command(
     cache = TaskCache(ws.state_dir / "rescue-sim")
     with (
         Pool.load(pool_dir, sandbox=sandbox) as pool,
-        rollout_progress(err_console(), what="tasks") as progress,
+        rollout_progress(err_console(), what="tasks", events=as_json) as progress,
     ):
+        _warn_in_sample(pool, loaded, split)
         report = simulate(
             pool, loaded.tasks(split).tasks, pol, group_size=group_size, k=k, seed=seed,
             cache=cache, progress=progress,
@@ -181,6 +209,25 @@ def rescue_sim_command(
     )
     for harness, n in sorted(report.by_harness.items(), key=lambda kv: -kv[1]):
         console().print(f"  {escape(harness)}: {n} successful rollout(s) in all-fail groups")
+
+
+def _warn_in_sample(pool, suite, split: str) -> None:
+    """Say so when the pool's routing evidence (its profiles) came from the split being
+    simulated: the rescues it then shows are in-sample."""
+    from .render import err_console, escape
+
+    seen = sorted(
+        name
+        for name, p in pool.profiles().items()
+        if p.split == split and p.suite.name == suite.name
+    )
+    if seen:
+        err_console().print(
+            f"[yellow]IN-SAMPLE:[/] the pool's profiles of {escape(', '.join(seen))} were "
+            f"built on {escape(suite.name)}/{escape(split)}, the split simulated here: the "
+            "router saw these tasks (export a pool of profiles on another split for a "
+            "held-out figure)"
+        )
 
 
 pool_app.command("verify")(handle_errors(verify_command))

@@ -100,7 +100,7 @@ def profile_command(
     env = base_spec.manifest.env
     anchor = policy_of(ws, anchor_policy, anchor_param, env) if anchor_policy else None
     drift = None
-    with rollout_progress(err_console()) as progress:
+    with rollout_progress(err_console(), events=as_json) as progress:
         if reanchor:
             drift = refresh(
                 specs, base_spec, template, db, anchor_policy=anchor, per_category=per_category,

@@ -9,20 +9,27 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 
 @contextmanager
-def rollout_progress(console: Console, enabled: bool = True, what: str = "rollouts") -> Iterator:
+def rollout_progress(
+    console: Console, enabled: bool = True, what: str = "rollouts", events: bool = False
+) -> Iterator:
     """A progress callback ``(event, done, total)`` counting ``what``: a live rich progress
     bar on a terminal, plain lines when not (a log, a CI job, ``--json`` piped: the
-    console is stderr's, so stdout stays pure JSON)."""
+    console is stderr's, so stdout stays pure JSON). A ``start LABEL`` event names the work
+    that follows (``evolve-judge: dbbench-base.termination.r1``): the bar shows it."""
     if not enabled:
         yield None
+        return
+    if events:  # --json: one JSON object a line on stderr, for a program to follow
+        yield json_progress(console, what=what)
         return
     if not console.is_terminal:  # a log file or a CI job: plain lines, now and then
         yield plain_progress(console, what=what)
         return
     bar = Progress(
-        TextColumn(f"[bold]{what}"),
+        TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        TextColumn("left"),
         TimeRemainingColumn(),
         console=console,
         transient=True,
@@ -31,8 +38,12 @@ def rollout_progress(console: Console, enabled: bool = True, what: str = "rollou
 
     def update(event: str, done: int, total: int) -> None:
         nonlocal task_id
+        label = _label(event)
+        described = f"{label} {what}" if label else what
         if task_id is None:
-            task_id = bar.add_task(what, total=total)
+            task_id = bar.add_task(described, total=total)
+        if label:
+            bar.update(task_id, description=described)
         bar.update(task_id, completed=done, total=total)
 
     with bar:
@@ -53,16 +64,54 @@ def plain_progress(
     of rollouts) at the start, at most every ``every_s`` seconds, and when the last is done."""
     started = clock()
     last = [-every_s]
+    named = [""]
 
     def update(event: str, done: int, total: int) -> None:
         now = clock() - started
-        if event != "start" and done < total and now - last[0] < every_s:
+        label = _label(event)
+        if label:
+            named[0] = f"{label} "
+        if not event.startswith("start") and done < total and now - last[0] < every_s:
             return
         last[0] = now
         share = 100 * done / total if total else 100.0
-        console.print(f"{what} {done}/{total} ({share:.0f}%), {now:.0f}s elapsed", highlight=False)
+        line = f"{named[0]}{what} {done}/{total} ({share:.0f}%), {now:.0f}s elapsed"
+        console.print(line, highlight=False, markup=False)
 
     return update
+
+
+def json_progress(
+    console: Console, what: str = "rollouts", clock: Callable[[], float] = time.monotonic
+) -> Callable[[str, int, int], None]:
+    """A progress callback that prints every event as one JSON line: ``{"kind": "progress",
+    "work": LABEL, "what": "rollouts", "done": N, "total": M, "elapsed_s": T}``."""
+    import json
+
+    started = clock()
+    named = [""]
+
+    def update(event: str, done: int, total: int) -> None:
+        label = _label(event)
+        if label:
+            named[0] = label
+        line = {
+            "kind": "progress",
+            "work": named[0],
+            "what": what,
+            "done": done,
+            "total": total,
+            "elapsed_s": round(clock() - started, 3),
+        }
+        console.file.write(json.dumps(line) + "\n")
+        console.file.flush()
+
+    return update
+
+
+def _label(event: str) -> str:
+    """The work a ``start LABEL`` event names ('' for any other event)."""
+    return event[len("start ") :].strip() if event.startswith("start ") else ""
 
 
 @contextmanager

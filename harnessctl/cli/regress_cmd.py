@@ -97,7 +97,7 @@ def test_command(
         _update_baselines(ws, specs, template, db, root)
         raise typer.Exit(0)
     thresholds = runner.Thresholds(min_drop, category_min_drop, fail_on_flips)
-    with rollout_progress(err_console()) as progress:
+    with rollout_progress(err_console(), events=as_json) as progress:
         result = runner.run_regression(
             specs, template, db, root, thresholds, split=split, seed_offset=seed_offset,
             progress=progress,

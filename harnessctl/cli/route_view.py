@@ -27,6 +27,16 @@ def render_route(console: Console, result) -> None:
             text("; ".join(c.reasons)),
         )
     console.print(table)
+    splits = sorted(set(result.profile_splits.values()))
+    if splits:
+        console.print(text(f"ranked by profiles on split {', '.join(splits)}"))
+    if result.in_sample:
+        console.print(
+            text(
+                "IN-SAMPLE: this task is in the profiles' evidence (their rescues count it); "
+                "profile on another split (`harnessctl profile --split`) for an honest ranking"
+            )
+        )
     for v in result.votes:
         status = "ok: " + ", ".join(v.ranking) if v.ok else f"ignored ({v.error})"
         console.print(text(f"voter {v.model}: {status}"))

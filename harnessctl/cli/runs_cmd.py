@@ -15,11 +15,26 @@ RUN_STATUS_HELP = "Only runs with this status: running, done, failed, interrupte
 def runs_command(
     limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 20,
     status: Annotated[str | None, typer.Option(help=RUN_STATUS_HELP)] = None,
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Every run, with those an evolve made (folded under it by default)."
+        ),
+    ] = False,
+    harness: Annotated[str | None, typer.Option(help="Only runs of this harness.")] = None,
+    command: Annotated[
+        str | None, typer.Option(help="Only runs of this command (eval, evolve, profile...).")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only runs started on or after this date (YYYY-MM-DD).")
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List runs, newest first: command, selection (harness, suite, split, policy), status,
-    rollouts, success and cost. Run ids (or 4+ character prefixes) go to `compare`."""
+    rollouts, success and cost. The runs an evolve made (judgements, confirmations,
+    re-tests) are folded under it (`+N`); `--all` lists them. Run ids (or 4+ character
+    prefixes) go to `compare`."""
     from ..errors import ConfigError
     from ..runs import list_runs
     from ..store.models import RUN_STATUSES
@@ -29,8 +44,24 @@ def runs_command(
 
     if status is not None and status not in RUN_STATUSES:
         raise ConfigError("--status", f"{status!r} is not one of {', '.join(RUN_STATUSES)}")
+    start = None
+    if since is not None:
+        from datetime import datetime
+
+        try:
+            start = datetime.fromisoformat(since).timestamp()
+        except ValueError:
+            raise ConfigError("--since", f"{since!r} is not a date (YYYY-MM-DD)") from None
     db = load_workspace().open_store(store)
-    result = list_runs(db, limit=limit, status=status)
+    result = list_runs(
+        db,
+        limit=limit,
+        status=status,
+        everything=everything,
+        harness=harness,
+        command=command,
+        since=start,
+    )
     if as_json:
         print_result(result)
     else:

@@ -280,7 +280,7 @@ class Engine:
 
     # --- evaluation helpers ------------------------------------------------------------
     def _eval(self, harness: HarnessSpec, pairs=None):
-        request = replace(self.req.eval, harness=harness, pairs=pairs, command="evolve")
+        request = replace(self.req.eval, harness=harness, pairs=pairs, command="evolve-eval")
         return evaluate(request, self.store, progress=self.progress).complete(harness.name)
 
     def _budget_left(self) -> str | None:
@@ -298,6 +298,10 @@ class Engine:
 
         require_repo(self.ws.root)
         self.log("", f"{self.req.gate} gate; {self.req.control.describe()}")
+        run = self._start_run()
+        # every evaluation below is a run of its own, listed under this one
+        self.req = replace(self.req, eval=replace(self.req.eval, parent_run=run.id))
+        status, base_rows = "failed", []
         try:
             base_rows = self._eval(self.req.base).rows
             base_rate = sum(r.success for r in base_rows) / max(1, len(base_rows))
@@ -308,6 +312,7 @@ class Engine:
                 stopped = self._chain(direction, base_rows, variants, best) or stopped
             self._final_profiles(base_rows, best)
             union = {p for v in best.values() for p in v.rescued_pairs}
+            status = "done"
             return EvolveResult(
                 self.id,
                 base_rate,
@@ -319,8 +324,36 @@ class Engine:
                 self.req.gate,
                 self.req.control.describe(),
             )
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
         finally:
+            self._finish_run(run.id, status, base_rows)
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _start_run(self):
+        """The evolve's own run: its figures are the base's evaluation (its membership);
+        its judgements, confirmations and re-tests are runs under it."""
+        from ..store import RunRow
+
+        ev = self.req.eval
+        return self.store.start_run(
+            RunRow(
+                command="evolve",
+                harness_hash=self.req.base.hash,
+                suite=ev.suite.name,
+                split=ev.split,
+                policy_id=ev.policy.id,
+                params_json=json.dumps(ev.policy.params, sort_keys=True),
+                status="running",
+            )
+        )
+
+    def _finish_run(self, run_id: str, status: str, base_rows) -> None:
+        from ..summary import summarize
+
+        summary = summarize(base_rows).to_dict() | {"evolve_id": self.id}
+        self.store.finish_run(run_id, status, summary if base_rows else None, base_rows)
 
     def _chain(self, direction: Direction, base_rows, variants, best) -> str | None:
         parent, parent_rows = self.req.base, base_rows
@@ -450,7 +483,7 @@ class Engine:
                 proposal_response,
                 batch=[(r.task_id, r.seed) for r in batch],
                 control=[(r.task_id, r.seed) for r in control],
-                evaluation=replace(self.req.eval, command="evolve"),
+                evaluation=replace(self.req.eval, command="evolve-judge"),
                 store=self.store,
                 alpha=self.req.alpha,
                 min_net=self.req.min_net,
@@ -600,7 +633,7 @@ class Engine:
             parent,
             final,
             verdict.rescued,
-            replace(self.req.eval, command="evolve"),
+            replace(self.req.eval, command="evolve-reproduce"),
             self.store,
             salt=self.id,
             progress=self.progress,

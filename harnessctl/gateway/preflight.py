@@ -38,11 +38,45 @@ def _offline(model: str) -> bool:
     return is_offline(model)
 
 
+#: Providers whose key variables are known here (any one of them will do), so that a missing
+#: key is found without importing litellm (seconds under load); the table is checked against
+#: litellm's own ``validate_environment`` in the tests. Others are asked of litellm.
+PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "groq": ("GROQ_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+    "cohere": ("COHERE_API_KEY",),
+    "together_ai": ("TOGETHERAI_API_KEY",),
+    "fireworks_ai": ("FIREWORKS_AI_API_KEY",),
+}
+
+
+def known_provider(model: str) -> str | None:
+    """The provider of ``model`` when its key variables are in :data:`PROVIDER_KEYS`
+    (``provider/model``, or a bare ``gpt-*``/``o1``-style OpenAI name)."""
+    prefix, sep, _ = model.partition("/")
+    if sep:
+        return prefix if prefix in PROVIDER_KEYS else None
+    return "openai" if model.startswith(("gpt-", "o1", "o3", "o4-")) else None
+
+
 def missing_credentials(model: str, params: dict[str, Any]) -> list[str]:
-    """The environment variables litellm says ``model`` needs and that are not set; none
-    when the call itself carries a key or goes to a server of its own (``api_base``)."""
+    """The environment variables ``model`` needs and that are not set (from
+    :data:`PROVIDER_KEYS` when its provider is there, else as litellm says); none when the
+    call itself carries a key or goes to a server of its own (``api_base``)."""
+    import os
+
     if any(k in params for k in ("api_key", "api_base", "base_url")):
         return []
+    provider = known_provider(model)
+    if provider is not None:
+        names = PROVIDER_KEYS[provider]
+        return [] if any(os.environ.get(n) for n in names) else list(names)
     from .llm import get_litellm
 
     try:

@@ -45,6 +45,10 @@ class RouteResult:
     k: int
     ranked: list[Candidate]
     votes: list[Vote]
+    profile_splits: dict[str, str] = field(default_factory=dict)
+    """Candidate name -> the split its profile was built on (the router's evidence)."""
+    in_sample: bool = False
+    """The task was in the evidence: some candidate's profile ran it (its rescue counts it)."""
 
     @property
     def top(self) -> list[Candidate]:
@@ -62,6 +66,8 @@ class RouteResult:
                 {"model": v.model, "ok": v.ok, "ranking": v.ranking, "error": v.error}
                 for v in self.votes
             ],
+            "profile_splits": dict(self.profile_splits),
+            "in_sample": self.in_sample,
         }
 
 
@@ -149,4 +155,13 @@ def route(
             )
         )
     candidates.sort(key=lambda c: (-c.score, -c.profile_score, c.name))
-    return RouteResult(task_id, category, sorted(failure_outcomes), k, candidates, votes)
+    return RouteResult(
+        task_id,
+        category,
+        sorted(failure_outcomes),
+        k,
+        candidates,
+        votes,
+        profile_splits={name: p.split for name, p in profiles.items()},
+        in_sample=any(task_id in p.per_task for p in profiles.values()),
+    )

@@ -131,20 +131,26 @@ def load_profiles(
     policy_id: str,
     suite: str,
     avoid_split: str | None = None,
+    split: str | None = None,
 ) -> dict[str, Profile]:
-    """The current profile of each harness under ``policy_id`` on ``suite``, by name.
+    """The current profile of each harness under ``policy_id`` on ``suite``, by name (each
+    says its ``split``: callers print it).
 
-    Among several splits, one other than ``avoid_split`` is preferred (the split being
-    judged should not be the one the evidence came from), then full profiles over
-    re-anchoring samples, then the newest. A harness without a profile is an error.
+    ``split``: that split's profiles only. Otherwise, among several splits, one other than
+    ``avoid_split`` is preferred (the split being judged should not be the one the evidence
+    came from), then full profiles over re-anchoring samples, then the newest. A harness
+    without a profile is an error.
     """
     found: dict[str, Profile] = {}
     for spec in specs:
         rows = store.profiles(harness_hash=spec.hash, policy_id=policy_id, suite=suite)
+        if split is not None:
+            rows = [r for r in rows if r.split == split]
         if not rows:
+            on = f"suite {suite}" + (f" split {split}" if split is not None else "")
             raise HarnessctlError(
                 f"no profile of {spec.name} ({spec.hash[:12]}) under policy {policy_id} on "
-                f"suite {suite}: run `harnessctl profile` first"
+                f"{on}: run `harnessctl profile` first"
             )
         best = max(rows, key=lambda r: (r.split != avoid_split, r.kind == "full", r.created_at))
         found[spec.name] = stored_profile(best)

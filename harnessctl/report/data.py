@@ -108,6 +108,29 @@ def available_selections(rows: list[Any]) -> list[tuple[Selection, int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].policy_id, kv[0].split))
 
 
+def _as_runs_report(store: Any, rows: list[Any], sel: Selection) -> list[Any]:
+    """Each harness's rollouts as one run reports them (run identity): the members of its
+    newest finished run on the selection that a person started (an evolve's own run reports
+    the base's evaluation), else of its newest evaluation inside an evolve (``evolve-eval``:
+    a child on the whole split, not a judgement's extra seeds); a harness with neither (a
+    store from before runs recorded their membership) keeps every stored rollout."""
+    chosen: dict[str, Any] = {}
+    fallback: dict[str, Any] = {}
+    for run in store.runs():  # newest first
+        if run.status != "done" or not run.membership or not run.harness_hash:
+            continue
+        if run.policy_id != sel.policy_id or run.suite != sel.suite or run.split != sel.split:
+            continue
+        if not run.parent_id:
+            chosen.setdefault(run.harness_hash, run)
+        elif run.command == "evolve-eval":
+            fallback.setdefault(run.harness_hash, run)
+    keep: dict[str, set[str]] = {}
+    for harness_hash, run in (fallback | chosen).items():
+        keep[harness_hash] = {m.id for m in store.members(run.id)}
+    return [r for r in rows if r.harness_hash not in keep or r.id in keep[r.harness_hash]]
+
+
 def choose_selection(
     rows: list[Any], policy_id: str | None, suite: str | None, split: str | None
 ) -> Selection:
@@ -203,6 +226,7 @@ def collect(
         for r in everything
         if r.suite == sel.suite and (r.task_id in ids if ids is not None else r.split == sel.split)
     ]
+    rows = _as_runs_report(store, rows, sel)
     edits = store.edits()
     roots = build_lineage(edits)
     lineage = walk(roots)

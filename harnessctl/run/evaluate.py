@@ -58,6 +58,8 @@ class EvalRequest:
     upstream_retries: int = 3
     upstream_backoff_s: float = 0.5
     command: str = "eval"
+    parent_run: str | None = None
+    """The run this evaluation belongs to (an evolve's id): listed under it by ``runs``."""
     executor: str = "local"
     """Where rollouts run: ``local`` (threads on this machine) or ``ray`` (a Ray cluster)."""
     ray_address: str | None = None
@@ -186,6 +188,9 @@ def evaluate(
     pending = [j for j in jobs if j.cache_key not in found]
     if pending:
         from ..gateway.preflight import preflight
+        from ..harness import check_compiles
+
+        check_compiles(harness)  # before any rollout runs (and is cached) failing
 
         preflight(request.policy.model, request.policy.call_params)
         if before_run is not None:
@@ -211,13 +216,14 @@ def evaluate(
             params_json=json.dumps(request.policy.params, sort_keys=True),
             started_at=time.time(),
             status="running",
+            parent_id=request.parent_run,
         )
     )
     rows = {k: found[k] for k in found}
     infra_failed: list[str] = []
     interrupted = False
     if progress:
-        progress("start", len(rows), len(jobs))
+        progress(f"start {request.command}: {harness.name}", len(rows), len(jobs))
     from_others = 0
     try:
         if pending:
@@ -235,14 +241,15 @@ def evaluate(
                 )
     except KeyboardInterrupt:
         interrupted = True
-        store.finish_run(run.id, "interrupted", None)
+        store.finish_run(run.id, "interrupted", None, _members(jobs, rows))
         raise
     except Exception:  # a configuration error found on the way (Ray address, node setup)
-        store.finish_run(run.id, "failed", None)
+        store.finish_run(run.id, "failed", None, _members(jobs, rows))
         raise
-    ordered = [rows[j.cache_key] for j in jobs if j.cache_key in rows]
+    ordered = _members(jobs, rows)
     summary = summarize(ordered)
-    store.finish_run(run.id, "done" if not infra_failed else "failed", summary.to_dict())
+    status = "done" if not infra_failed else "failed"
+    store.finish_run(run.id, status, summary.to_dict(), ordered)
     return EvalResult(
         run_id=run.id,
         rows=ordered,
@@ -253,6 +260,11 @@ def evaluate(
         summary=summary,
         interrupted=interrupted,
     )
+
+
+def _members(jobs: list[Pending], rows: dict) -> list:
+    """The rollouts the run asked for and got, in the order it asked for them."""
+    return [rows[j.cache_key] for j in jobs if j.cache_key in rows]
 
 
 def _execute(

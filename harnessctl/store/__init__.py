@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         ModelCallRow,
         ProfileRow,
         RolloutRow,
+        RunMemberRow,
         RunRow,
     )
     from .store import Store
@@ -31,6 +32,7 @@ __all__ = [
     "ModelCallRow",
     "ProfileRow",
     "RolloutRow",
+    "RunMemberRow",
     "RunRow",
     "Store",
 ]
@@ -45,6 +47,7 @@ _WHERE = {
     "ModelCallRow": ".models",
     "ProfileRow": ".models",
     "RolloutRow": ".models",
+    "RunMemberRow": ".models",
     "RunRow": ".models",
 }
 

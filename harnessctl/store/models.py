@@ -63,6 +63,24 @@ class RunRow(SQLModel, table=True):
     """The process's start time as the kernel counts it: a reused pid is not the run."""
     heartbeat_at: float | None = None
     """Refreshed while the run works: how another machine tells it is alive."""
+    parent_id: str | None = Field(default=None, index=True)
+    """The run this one was made by (an evolve's judgements, confirmations, re-tests), or
+    None for a run a person started (migration 0008)."""
+    membership: bool = False
+    """Its membership (``run_member``) is recorded: every run that finished since migration
+    0008; False for one still running, one that died, or one from before."""
+
+
+class RunMemberRow(SQLModel, table=True):
+    """One rollout a run asked for, served from the cache or executed (migration 0008): a
+    run's figures are those of its members, whatever else is stored since."""
+
+    __tablename__ = "run_member"
+
+    run_id: str = Field(primary_key=True)
+    rollout_id: str = Field(primary_key=True)
+    task_id: str
+    seed: int
 
 
 class RolloutClaimRow(SQLModel, table=True):
@@ -226,6 +244,7 @@ class ProfileRow(SQLModel, table=True):
 TABLE_MODELS: tuple[type[SQLModel], ...] = (
     HarnessRow,
     RunRow,
+    RunMemberRow,
     RolloutClaimRow,
     RolloutRow,
     ModelCallRow,

@@ -38,6 +38,7 @@ from .models import (
     ProfileRow,
     RolloutClaimRow,
     RolloutRow,
+    RunMemberRow,
     RunRow,
     new_id,
     trajectory_relpath,
@@ -74,7 +75,9 @@ class Store:
         except SQLAlchemyError as exc:
             self._engine.dispose()
             where = self._engine.url.render_as_string(hide_password=True)
-            raise HarnessctlError(f"store {where}: cannot open ({exc})") from exc
+            raise HarnessctlError(
+                f"store {where}: cannot open ({exc}){_recovery(self._engine, exc)}"
+            ) from exc
         except BaseException:
             self._engine.dispose()
             raise
@@ -225,8 +228,16 @@ class Store:
         for claim in session.exec(select(RolloutClaimRow).where(RolloutClaimRow.run_id == run_id)):
             session.delete(claim)
 
-    def finish_run(self, run_id: str, status: str, summary: dict[str, Any] | None) -> None:
-        """Mark a run finished with ``status`` (done, failed, interrupted) and a summary."""
+    def finish_run(
+        self,
+        run_id: str,
+        status: str,
+        summary: dict[str, Any] | None,
+        members: Iterable[RolloutRow] = (),
+    ) -> None:
+        """Mark a run finished with ``status`` (done, failed, interrupted) and a summary, and
+        record ``members``, the rollouts it asked for and got (its membership), in the same
+        transaction."""
         if status not in RUN_STATUSES:
             raise HarnessctlError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
         with self._session(write=True) as session:
@@ -236,8 +247,33 @@ class Store:
             row.status = status
             row.finished_at = time.time()
             row.summary_json = None if summary is None else json.dumps(summary, sort_keys=True)
+            row.membership = True
+            seen: set[str] = set()
+            for member in members:
+                if member.id not in seen:
+                    seen.add(member.id)
+                    session.add(
+                        RunMemberRow(
+                            run_id=run_id,
+                            rollout_id=member.id,
+                            task_id=member.task_id,
+                            seed=member.seed,
+                        )
+                    )
             self._release(session, run_id)
             session.commit()
+
+    def members(self, run_id: str) -> list[RolloutRow]:
+        """The rollouts recorded as the run's membership, in (task, seed) order
+        (``RunRow.membership`` says whether it was recorded)."""
+        query = (
+            select(RolloutRow)
+            .join(RunMemberRow, col(RunMemberRow.rollout_id) == col(RolloutRow.id))
+            .where(RunMemberRow.run_id == run_id)
+            .order_by(col(RunMemberRow.task_id), col(RunMemberRow.seed))
+        )
+        with self._session() as session:
+            return list(session.exec(query))
 
     def run(self, run_id: str) -> RunRow:
         """The run with this exact id."""
@@ -630,6 +666,24 @@ class Store:
         query = query.order_by(col(ProfileRow.created_at), col(ProfileRow.id))
         with self._session() as session:
             return list(session.exec(query))
+
+
+def _recovery(engine: Engine, exc: SQLAlchemyError) -> str:
+    """How to recover a SQLite store file that is damaged or not a store (nothing is changed
+    by harnessctl), or '' for any other error."""
+    text = str(exc).lower()
+    if engine.url.get_backend_name() != "sqlite" or not any(
+        s in text for s in ("not a database", "malformed", "disk image")
+    ):
+        return ""
+    path = engine.url.database or "STORE.db"
+    return (
+        f". The file is damaged or not a harnessctl store; harnessctl has not changed it. To "
+        f"keep what it holds: `sqlite3 {path} .recover | sqlite3 recovered.db`, then "
+        f"`--store sqlite:///recovered.db` (or move it in place of the old file). To start "
+        f"afresh: move {path} aside; the harnesses and their git history live in the "
+        f"workspace, not the store, and rollouts are run again as they are needed."
+    )
 
 
 def _call_filters(query: Any, *values: str | None) -> Any:

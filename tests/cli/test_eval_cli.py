@@ -66,6 +66,20 @@ def test_a_harness_that_raises_is_recorded_and_the_run_goes_on(workspace):
     assert all("boom in build_context" in (r.error or "") for r in stored)
 
 
+def test_a_harness_that_does_not_compile_is_refused_before_any_rollout(workspace):
+    """Found by compiling (no code runs), not by running and caching failed rollouts."""
+    make_variant(
+        workspace,
+        "broken",
+        "return messages + self.history(state)",
+        "return messages + (",
+    )
+    result = invoke("eval", "broken", "--rollouts", 1, *task_flags(TASKS[:3]))
+    assert result.exit_code == 2, result.output
+    assert "harness.py:" in result.stderr and "does not compile" in result.stderr
+    assert rows(workspace) == []
+
+
 @pytest.mark.slow
 def test_a_harness_that_loops_forever_is_killed_at_the_timeout(workspace):
     make_variant(

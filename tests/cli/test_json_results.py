@@ -95,13 +95,13 @@ KEYS = {
     "report": "path bytes harnesses policy suite split embedded",
     "init": "root harnesses",
     "export-edits": "out counts empty",
-    "export-pool": "pool_id path archive harnesses",
+    "export-pool": "pool_id path archive harnesses profile_splits",
     "pool-verify": "path ok problems pool_id harnesses",
     "rollouts": "rollouts attempts",
 }
 # version 2: eval-routed says which tasks informed the comparison; test names the harnesses
-# it could not check
-VERSIONS = {"eval-routed": 3, "test": 2}
+# it could not check; export-pool says which split each frozen profile is on
+VERSIONS = {"eval-routed": 3, "test": 2, "export-pool": 2}
 
 
 def keys(words: str) -> list[str]:
@@ -185,6 +185,7 @@ def test_rescue_sim_json_is_a_rescue_sim_result(ws, baselined):
         ExportPoolResult, cli_json(ws, "export-pool", "--name", "mini", "--out", out), "export-pool"
     )
     assert Path(pool.path) == out and Path(pool.archive).is_file() and BASE in pool.harnesses
+    assert set(pool.profile_splits) == set(pool.harnesses) and BASE in pool.profile_splits
     verified = check(VerifyResult, cli_json(ws, "pool", "verify", out), "pool-verify")
     assert verified.ok and verified.pool_id == pool.pool_id and verified.problems == []
     data = cli_json(ws, "rescue-sim", out, "--split", "test", "--group-size", 2)
@@ -222,6 +223,7 @@ def test_profile_route_and_show_json_share_the_envelope(ws, baselined):
     ``kind``, ``version``, then the payload, each the dump of its typed model."""
     from harnessctl.records import Trajectory
     from harnessctl.results import ProfilesResult, RouteRecord
+    from harnessctl.suite import load_suite
 
     data = cli_json(ws, "profile", *baselined, "--split", "test", "--rollouts", 1)
     profiles = ProfilesResult.model_validate(data)
@@ -234,9 +236,13 @@ def test_profile_route_and_show_json_share_the_envelope(ws, baselined):
     route = RouteRecord.model_validate(data)
     assert list(data)[:2] == ["kind", "version"] and (data["kind"], data["version"]) == (
         "route",
-        1,
+        2,
     )
     assert route.task_id == failed["task"] and route.model_dump(mode="json") == data
+    # the split of the evidence (profiled on test) and whether the task was in it
+    assert set(route.profile_splits.values()) == {"test"}
+    test_tasks = {t.id for t in load_suite(ws / "examples" / "dbbench").tasks("test").tasks}
+    assert route.in_sample == (failed["task"] in test_tasks)
     result = invoke(ws, "show", failed["id"], "--json")
     assert result.exit_code == 0, result.output[-2000:]
     shown = json.loads(result.stdout)

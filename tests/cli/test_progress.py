@@ -33,3 +33,21 @@ def test_a_console_that_is_not_a_terminal_gets_plain_progress():
         update("rollout", 5, 5)
     assert out.getvalue().splitlines()[0] == "rollouts 2/5 (40%), 0s elapsed"
     assert out.getvalue().splitlines()[-1].startswith("rollouts 5/5 (100%)")
+
+
+def test_progress_names_the_work_it_counts():
+    """A `start LABEL` event (evaluate sends `start COMMAND: HARNESS`) names every line
+    after it, in plain lines and on the live bar."""
+    out = io.StringIO()
+    update = plain_progress(Console(file=out, width=200), every_s=10, clock=lambda: 0.0)
+    update("start evolve-judge: dbbench-base.termination.r1", 0, 8)
+    update("rollout", 8, 8)
+    assert out.getvalue().splitlines() == [
+        "evolve-judge: dbbench-base.termination.r1 rollouts 0/8 (0%), 0s elapsed",
+        "evolve-judge: dbbench-base.termination.r1 rollouts 8/8 (100%), 0s elapsed",
+    ]
+    live = io.StringIO()
+    with rollout_progress(Console(file=live, force_terminal=True, width=200)) as bar:
+        bar("start eval: dbbench-base", 0, 4)
+        bar("rollout", 4, 4)
+    assert "eval: dbbench-base rollouts" in live.getvalue()

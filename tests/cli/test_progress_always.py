@@ -37,13 +37,16 @@ def test_json_eval_prints_progress_on_stderr_and_pure_json_on_stdout(workspace):
     assert first.returncode == 0, first.stderr
     data = json.loads(first.stdout)  # nothing but the JSON document
     assert data["kind"] == "eval" and data["executed"] == 2
-    assert "rollouts 0/2 (0%)" in first.stderr and "rollouts 2/2 (100%)" in first.stderr
+    # progress as one JSON object a line on stderr, naming the work
+    events = [json.loads(x) for x in first.stderr.splitlines() if x.startswith('{"kind"')]
+    assert [(e["done"], e["total"]) for e in events][:: len(events) - 1] == [(0, 2), (2, 2)]
+    assert all(e["work"] == "eval: dbbench-base" for e in events)
     # an offline test double is answered without litellm (gateway.llm's offline provider)
     assert "litellm imported: False" in first.stderr
     cached = run(workspace, *EVAL, "--json")
     assert cached.returncode == 0, cached.stderr
     assert json.loads(cached.stdout)["cached"] == 2
-    assert "rollouts 2/2 (100%)" in cached.stderr
+    assert '"done": 2, "total": 2' in cached.stderr
     # served from the store: no model is called, so litellm (seconds to import) is not loaded
     assert "litellm imported: False" in cached.stderr
 

@@ -93,6 +93,24 @@ def test_default_evolve_grows_complementary_siblings(reference):
     assert all(e["status"] in ("accepted", "evaluated", "rejected") for e in result["edits"])
 
 
+def test_an_evolves_evaluations_are_runs_folded_under_it(reference):
+    """Run identity (issue #41): the evolve is one run in `runs`, its figures the base's
+    evaluation it reported; its evaluations, judgements and re-tests are runs under it."""
+    from harnessctl.runs import list_runs
+
+    ws, result = reference
+    store = load_workspace(ws).open_store()
+    evolves = [r for r in list_runs(store).runs if r.command == "evolve"]
+    assert evolves and all(r.harness == "dbbench-base" for r in evolves)
+    run = evolves[-1]  # the first evolve of the world
+    assert run.success_rate == result["base_success"] and run.children > 0
+    every = list_runs(store, everything=True).runs
+    children = [r for r in every if r.parent_id == run.id]
+    assert len(children) == run.children
+    assert {"evolve-eval", "evolve-judge"} <= {r.command for r in children}
+    assert not any(r.command.startswith("evolve-") and not r.parent_id for r in every)
+
+
 def test_kill_9_then_rerun_matches_an_uninterrupted_run(reference, tmp_path):
     ref_ws, ref_result = reference
     ws = make_ws(tmp_path / "ws")

@@ -206,11 +206,43 @@ def test_a_harness_that_does_not_import_is_said_plainly_with_exit_1(workspace):
     shutil.copytree(workspace / "harnesses" / "dbbench-base", dst)
     (dst / "harness.yaml").write_text((dst / "harness.yaml").read_text().replace(
         "dbbench-base", "broken"))  # fmt: skip
-    (dst / "harness.py").write_text((dst / "harness.py").read_text() + "\ndef oops(:\n")
+    # it compiles (a file that does not is refused before any rollout: exit 2, file and
+    # line); importing it, which happens in the sandbox, fails
+    (dst / "harness.py").write_text("import no_such_module_hx\n" + (dst / "harness.py").read_text())
     result = invoke("eval", "broken", "--rollouts", "1", "--task", "dev-000", "--task", "dev-004")
     assert result.exit_code == 1, result.output
     assert "every rollout (2) ended in harness_error" in result.output
-    assert "harness.py" in result.output and "SyntaxError" in result.output
+    assert "no_such_module_hx" in result.output
+
+
+def test_a_missing_key_of_a_known_provider_is_found_without_litellm():
+    """The providers whose key variables harnessctl knows: no litellm import (seconds under
+    load), and the same variables litellm itself asks for."""
+    code = (
+        "import os, sys\n"
+        "for k in [k for k in os.environ if k.endswith('_API_KEY')]: del os.environ[k]\n"
+        "from harnessctl.gateway.preflight import missing_credentials\n"
+        "print(missing_credentials('openai/gpt-4o-mini', {}), 'litellm' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("]")[1].strip() == "False", out.stdout
+    assert "OPENAI_API_KEY" in out.stdout
+
+
+@pytest.mark.slow
+def test_the_known_providers_keys_are_litellms(monkeypatch):
+    from harnessctl.gateway import preflight
+    from harnessctl.gateway.llm import get_litellm
+
+    litellm = get_litellm()
+    for provider, names in preflight.PROVIDER_KEYS.items():
+        for name in names:
+            monkeypatch.delenv(name, raising=False)
+        model = f"{provider}/some-model"
+        theirs = set(litellm.validate_environment(model=model).get("missing_keys") or [])
+        assert set(preflight.missing_credentials(model, {})) == theirs, provider
+        monkeypatch.setenv(names[-1], "x")
+        assert preflight.missing_credentials(model, {}) == []
 
 
 def test_an_llm_editor_without_its_key_stops_evolve_before_round_one(workspace):

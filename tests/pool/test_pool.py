@@ -50,7 +50,13 @@ def test_rescue_sampler_and_rescue_sim(exported):
     ws, out, _ = exported
     proc = cli(ws, "rescue-sim", out, "--split", "test", "--group-size", 3, "--json")
     report = json.loads(proc.stdout)  # stdout is pure JSON; progress is on stderr
-    assert "tasks 0/20" in proc.stderr and "tasks 20/20 (100%)" in proc.stderr
+    # with --json, progress is one JSON object a line on stderr
+    events = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    assert events[0]["kind"] == "progress" and events[0]["what"] == "tasks"
+    assert (events[0]["done"], events[-1]["done"], events[-1]["total"]) == (0, 20, 20)
+    with Pool.load(out) as pool:  # the routing evidence's split, said when it is this one
+        splits = {p.split for p in pool.profiles().values()}
+    assert ("IN-SAMPLE" in proc.stderr) == ("test" in splits), (splits, proc.stderr[-500:])
     assert report["groups"] == 20
     assert report["all_fail"] > 0 and report["rescued"] > 0
     assert sum(report["by_harness"].values()) > 0

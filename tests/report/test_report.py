@@ -146,9 +146,16 @@ def test_report_cells_match_the_store_and_embed_capped_trajectories(evolved):
     blob = re.search(r'id="report-data">(.*?)</script>', html, re.S).group(1)
     data = json.loads(blob)
     store = load_workspace(ws).open_store()
-    rows = [r for r in store.rollouts(split="train") if r.policy_id == "sim/dbbench"]
     base_hash = store.edits()[0].parent_hash
-    base_rows = [r for r in rows if r.harness_hash == base_hash]
+    # the base as its run reports it (run identity): the evolve's base evaluation, not every
+    # stored rollout of the base (its judgements' extra seeds are runs under the evolve)
+    (run,) = [
+        r
+        for r in store.runs()
+        if r.command == "evolve" and r.harness_hash == base_hash and not r.parent_id
+    ]
+    base_rows = store.members(run.id)
+    assert len(base_rows) < len(store.rollouts(harness_hash=base_hash, split="train"))
     ok = sum(r.success for r in base_rows)
     cell = next(c for c in data["cells"].values() if c["title"] == "dbbench-base / all")
     assert cell["total"] == len(base_rows) and cell["shown"] == 3

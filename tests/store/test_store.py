@@ -232,3 +232,14 @@ def test_two_processes_racing_on_a_fresh_store(tmp_path: Path) -> None:
     assert keys == sorted(f"k{i}" for i in range(40))
     assert db_rows(tmp_path, "SELECT count(*) FROM model_call") == [(80,)]
     assert len(trajectory_files(tmp_path)) == 40
+
+
+def test_a_damaged_store_file_is_named_with_how_to_recover_and_left_as_it_is(tmp_path):
+    damaged = tmp_path / "store.db"
+    damaged.write_bytes(b"not a sqlite file at all" * 100)
+    before = damaged.read_bytes()
+    with pytest.raises(HarnessctlError) as err:
+        Store(f"sqlite:///{damaged}", tmp_path / "traj")
+    message = str(err.value)
+    assert str(damaged) in message and ".recover" in message and "move" in message
+    assert damaged.read_bytes() == before

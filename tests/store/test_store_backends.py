@@ -167,6 +167,7 @@ def test_migrations_applied_once_and_reopen_is_noop(backend: str, tmp_path: Path
         (5, "tool_calls"),
         (6, "run_liveness"),
         (7, "rollout_origin"),
+        (8, "run_membership"),
     ]
     assert [n for n, _, _ in first] == [m.number for m in load_migrations()]
     Store.for_workspace(tmp_path, url=backend).close()
@@ -259,8 +260,8 @@ def test_call_log_migration_keeps_earlier_calls(backend: str, tmp_path: Path) ->
                     "VALUES ('r1:0', 'r1', 0, 'm', 'ok', 11, 3, 0.5, 0.1, 1, NULL, 'hi', 1.0)"
                 )
             )
-        # the call log, tool calls, run liveness, rollout origin
-        assert migrate(engine) == [4, 5, 6, 7]
+        # the call log, tool calls, run liveness, rollout origin, run membership
+        assert migrate(engine) == [4, 5, 6, 7, 8]
     finally:
         engine.dispose()
     with Store.for_workspace(tmp_path, url=backend) as opened:

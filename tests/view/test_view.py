@@ -435,7 +435,7 @@ def _two_runs(store) -> tuple[str, str]:
                     ],
                 },
             )
-        store.finish_run(run_id, "done", None)
+        store.finish_run(run_id, "done", None, store.rollouts(run_id=run_id))
     return "runa0000", "runb0000"
 
 
@@ -476,5 +476,9 @@ def test_two_runs_compared_side_by_side_in_chromium(workspace, tmp_path):
             right = browser.eval("document.querySelector('[data-side=B]').textContent")
             assert "reply base t1" in left and "wrong_answer" in left
             assert "reply child t1" in right and "success" in right
+            # where the two part is said and marked on both sides (issue #41)
+            said = browser.eval("document.getElementById('divergence').textContent")
+            assert "First divergence: model call 0" in said, said
+            assert browser.eval("document.querySelectorAll('.column .diverged').length") == 2
         finally:
             browser.close()

@@ -129,17 +129,39 @@ async function showCompare(params) {
     table(["change", "task", "seed", "A", "B", ""], changes, "compare-changes"));
 }
 
+// the first model call at which two trajectories differ: {index, what} (what: "context",
+// the messages sent; "reply"; "length", one has no such call), or null when they agree
+function firstDivergence(a, b) {
+  const ca = a.trajectory ? a.trajectory.calls : [], cb = b.trajectory ? b.trajectory.calls : [];
+  for (let i = 0; i < Math.max(ca.length, cb.length); i++) {
+    const x = ca[i], y = cb[i];
+    if (!x || !y) return {index: i, what: "length"};
+    if (JSON.stringify(x.messages) !== JSON.stringify(y.messages)) return {index: i, what: "context"};
+    if (x.reply !== y.reply) return {index: i, what: "reply"};
+  }
+  return null;
+}
+
 async function showPair(ids) {
   const [a, b] = await Promise.all(ids.map((id) => getJSON("/api/rollouts/" + encodeURIComponent(id))));
+  const split = firstDivergence(a, b);
   const column = (label, data) => {
     const r = data.rollout;
     const calls = data.trajectory ? data.trajectory.calls.map(callSection) : [el("p", {"class": "error"}, data.error)];
+    if (split && calls[split.index]) calls[split.index].classList.add("diverged");
     return el("div", {"class": "column", "data-side": label},
       el("h3", {}, label + ": " + r.harness + ", " + r.outcome),
       el("p", {"class": "meta"}, el("a", {href: "#rollout=" + r.id}, r.id.slice(0, 12))), ...calls);
   };
-  setMain("pair", el("h2", {}, a.rollout.task + " (seed " + a.rollout.seed + ")"),
+  const said = {context: "the messages sent differ", reply: "the replies differ",
+    length: "one trajectory has no such call"};
+  const banner = el("p", {id: "divergence", "class": "meta"}, split === null
+    ? "The two trajectories make the same calls with the same replies."
+    : "First divergence: model call " + split.index + " (" + said[split.what] + "); marked below.");
+  setMain("pair", el("h2", {}, a.rollout.task + " (seed " + a.rollout.seed + ")"), banner,
     el("div", {"class": "pair"}, column("A", a), column("B", b)));
+  const marked = document.querySelector(".diverged");
+  if (marked) marked.scrollIntoView({block: "start"});
 }
 
 // --- rollouts -----------------------------------------------------------------------------
@@ -204,11 +226,25 @@ function block(label, value) {
   return el("div", {}, el("div", {"class": "meta"}, label), el("pre", {}, text(value)));
 }
 
-function callSection(c) {
+function systemPrompt(c) {
+  const m = (c && c.messages || []).find((x) => x && x.role === "system");
+  return m ? text(m.content ?? "") : null;
+}
+
+// a call's section; a system prompt equal to the previous call's is folded (``all``: the
+// trajectory's calls, as Array.map passes them)
+function callSection(c, i, all) {
   const head = "model call " + c.index + ": " + c.model + " (" + c.status + ", " +
     c.prompt_tokens + "+" + c.completion_tokens + " tokens, $" + c.cost_usd.toFixed(4) + ")";
   const parts = [el("h3", {}, head)];
-  for (const m of c.messages) parts.push(block(m.role || "message", m.content ?? m));
+  const before = i > 0 && all ? systemPrompt(all[i - 1]) : null;
+  for (const m of c.messages) {
+    if (m && m.role === "system" && before !== null && text(m.content ?? "") === before) {
+      parts.push(el("details", {"class": "folded"},
+        el("summary", {}, "system prompt (the same as in the call before)"),
+        el("pre", {}, text(m.content))));
+    } else parts.push(block(m.role || "message", m.content ?? m));
+  }
   parts.push(block("reply", c.reply));
   if (c.tool_calls && c.tool_calls.length) parts.push(block("tool calls", c.tool_calls));
   if (c.error) parts.push(el("div", {"class": "error"}, c.error));
