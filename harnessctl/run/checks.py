@@ -40,3 +40,29 @@ def check_policy_environment(model: str, env_kind: str) -> None:
             f"{model} is the test double of environment {name!r}, but this suite's "
             f"environment is {env_kind!r} (use sim/{env_kind} or replay/{env_kind})",
         )
+
+
+def check_policy_params(model: str, params: dict) -> None:
+    """An offline simulated policy's own parameters checked before any rollout: ``skill``
+    and ``rate_<mode>`` in [0, 1], no ``rate_`` of a mode it does not have, ``resample`` a
+    non-negative integer; ``ConfigError`` naming ``--param`` (before, the first rollout
+    found it and every rollout failed on it). A real model's parameters are the provider's
+    to judge: the preflight call makes it."""
+    from ..policies import OfflineParamError, get_offline_policy, is_offline
+    from ..policies.serve import RESAMPLE
+
+    if not is_offline(model):
+        return
+    resample = params.get(RESAMPLE, 0)
+    if isinstance(resample, bool) or not isinstance(resample, int) or resample < 0:
+        raise ConfigError("--param", f"{model}: {RESAMPLE}={resample!r} is not an integer >= 0")
+    try:
+        policy = get_offline_policy(model)
+    except Exception:  # an unknown name is the policy check's to report
+        return
+    rates = getattr(policy, "rates", None)
+    if callable(rates):
+        try:
+            rates(params)
+        except OfflineParamError as exc:
+            raise ConfigError("--param", f"{model}: {exc}") from None

@@ -186,6 +186,18 @@ def test_nan_inf_and_over_the_limit_values_exit_2(workspace):
     assert result.exit_code == 2 and "--min-drop" in result.output
 
 
+def test_a_bad_param_of_a_simulated_policy_exits_2_before_any_rollout(workspace):
+    for param, says in [
+        ("skill=2", "must be between 0 and 1"),
+        ("rate_bogus=0.1", "unknown param rate_bogus"),
+        ("resample=-1", "resample=-1"),
+    ]:
+        result = invoke("eval", "dbbench-base", "--task", "dev-000", "--param", param)
+        assert result.exit_code == 2, (param, result.output)
+        assert "--param" in result.output and says in result.output
+    assert load_workspace(workspace).open_store().rollouts() == []
+
+
 def test_an_unknown_outcome_exits_2(workspace):
     result = invoke("rollouts", "--outcome", "bogus")
     assert result.exit_code == 2
