@@ -73,8 +73,14 @@ def text(*parts: Any, style: str = "") -> Text:
 
 
 def _sized(c: Console) -> Console:
-    # Piped output defaults to 80 columns, which folds harness names; logs read better wider.
-    if not c.is_terminal and "COLUMNS" not in os.environ:
+    # COLUMNS read from os.environ as it is now: rich reads the mapping it found at import,
+    # and a library that replaces os.environ (datasets' multiprocess map does) would leave
+    # it stale. Piped output defaults to 80 columns, which folds harness names; logs read
+    # better wider.
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        c.width = int(columns)
+    elif not c.is_terminal:
         c.width = 120
     return c
 

@@ -31,3 +31,18 @@ def test_rollouts_list_shows_whole_task_ids_and_names(monkeypatch, width):
     joined = ["".join(part.strip() for part in col) for col in columns]
     assert TASK in joined and HARNESS in joined
     assert "step_limit" in joined and "50" in joined
+
+
+def test_the_width_follows_columns_even_after_a_library_replaced_os_environ(monkeypatch):
+    """datasets' multiprocess map leaves os.environ a new object; rich keeps the one it saw
+    at import, so COLUMNS set afterwards would be ignored (a table folded at 80)."""
+    import copy
+    import os
+
+    from harnessctl.cli import render
+
+    monkeypatch.setattr(os, "environ", copy.deepcopy(os.environ))
+    monkeypatch.setenv("COLUMNS", "250")
+    assert render.console().width == 250
+    monkeypatch.setenv("COLUMNS", "90")
+    assert render.console().width == 90
