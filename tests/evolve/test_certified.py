@@ -120,7 +120,7 @@ def test_the_benchmark_judges_null_edits_with_evolves_rule_and_prints_the_rate(t
             "--rounds",
             "1",
             "--max-looks",
-            "6",
+            "3",
             "--json",
             str(out),
         ],
