@@ -178,6 +178,11 @@ def main() -> None:
     parser.add_argument("--max-looks", type=int, help="override the preset's looks")
     parser.add_argument("--editor-retries", type=int, default=1, help="LLM editor retries")
     parser.add_argument("--editor-temperature", type=float, default=0.2)
+    parser.add_argument(
+        "--editor-format", choices=("json", "blocks"), default="json",
+        help="the LLM editor's edit format: json (decoded under its schema by llama.cpp) or "
+        "SEARCH/REPLACE blocks",
+    )  # fmt: skip
     args = parser.parse_args()
     preset = dict(PRESETS[args.preset])
     if args.directions:
@@ -267,6 +272,7 @@ def main() -> None:
                     "--editor-param", f"api_base={editor.api_base}",
                     "--editor-param", "max_tokens=1024",
                     "--editor-param", f"temperature={args.editor_temperature}",
+                    "--editor-param", f"edit_format={args.editor_format}",
                     # a 1.5B on two busy CPU cores may read an editor prompt for minutes
                     "--editor-param", "timeout=1200", "--editor-retries", args.editor_retries,
                     check=False,

@@ -54,6 +54,24 @@ changed lines); the harness runs with the Python standard library and `harnessct
 never hard-code answers for particular tasks."""
 
 
+SYSTEM_JSON = (
+    SYSTEM.split("\n", 1)[0]
+    + """
+
+Answer with one JSON object and nothing else: {"edits": [{"path": ..., "search": ..., \
+"replace": ...}]}. `path` is a file's path as listed below; `search` is one or more whole \
+lines copied exactly from that file (they must match exactly once); `replace` is what those \
+lines become. For instance, to change `limit = 5` to `limit = 8` in harness.py:
+{"edits": [{"path": "harness.py", "search": "        limit = 5", "replace": "        limit = 8"}]}
+
+Rules: edit only the files listed as editable; `replace` must differ from `search`; keep the \
+change small (the edit budget is in changed lines); the harness runs with the Python standard \
+library and `harnessctl_runtime` only; never hard-code answers for particular tasks."""
+)
+#: ``LLMEditor`` params that configure the editor and are not sent to the model.
+EDITOR_PARAMS = ("edit_format",)
+
+
 @dataclass
 class EditContext:
     direction: Direction
@@ -113,20 +131,40 @@ def retry_turn(feedback: str) -> dict[str, str]:
 
 
 class LLMEditor:
-    """Asks a model (any litellm model string) for SEARCH/REPLACE blocks."""
+    """Asks a model (any litellm model string) for SEARCH/REPLACE blocks, or, with the param
+    ``edit_format=json``, for the same edits as a JSON object (:func:`.patch.json_blocks`)
+    decoded under its JSON schema (``response_format``): a small model that drifts out of the
+    block format (a 1.5B wrote fenced code with no SEARCH line) cannot leave a schema."""
 
     def __init__(self, model: str, params: dict | None = None, timeout_s: float = 120.0) -> None:
         self.model = model
         self.params = dict(params or {})
         self.timeout_s = timeout_s
         self.name = f"llm:{model}"
+        self.edit_format = str(self.params.get("edit_format", "blocks"))
+        if self.edit_format not in ("blocks", "json"):
+            raise ConfigError(
+                "--editor-param edit_format", f"{self.edit_format!r} is not blocks or json"
+            )
+
+    def call_params(self) -> dict:
+        """What the model call is sent: the params less the editor's own, plus the schema
+        ``edit_format=json`` decodes under."""
+        from .patch import EDITS_SCHEMA
+
+        sent = {k: v for k, v in self.params.items() if k not in EDITOR_PARAMS}
+        if self.edit_format == "json":
+            schema = {"name": "harness_edits", "schema": EDITS_SCHEMA}
+            sent.setdefault("response_format", {"type": "json_schema", "json_schema": schema})
+        return sent
 
     def propose(self, ctx: EditContext, feedback: str | None) -> Proposal | None:
         from ..gateway.llm import complete
 
         if not ctx.history:
+            system = SYSTEM_JSON if self.edit_format == "json" else SYSTEM
             ctx.history = [
-                {"role": "system", "content": SYSTEM},
+                {"role": "system", "content": system},
                 {"role": "user", "content": render_prompt(ctx)},
             ]
         if feedback is not None:
@@ -135,7 +173,7 @@ class LLMEditor:
         result = complete(
             self.model,
             list(ctx.history),
-            self.params,
+            self.call_params(),
             timeout_s=self.timeout_s,
             retries=2,
             backoff_s=0.5,
@@ -149,7 +187,7 @@ class LLMEditor:
             result.prompt_tokens,
             result.completion_tokens,
             result.cost_usd,
-            [HostCall.of(self.model, self.params, started, completion=result)],
+            [HostCall.of(self.model, self.call_params(), started, completion=result)],
         )
 
 

@@ -13,6 +13,11 @@ The path line names a file relative to the harness directory. An empty SEARCH cr
 file (it must not exist yet). Each SEARCH must match the current text exactly once.
 Applying is all-or-nothing: a patch is applied to copies in memory and only written when
 every block matched.
+
+The same blocks may come as JSON, ``{"edits": [{"path": ..., "search": ..., "replace":
+...}]}`` (the whole reply, or one fenced ```` ```json ```` block): the form an editor asked
+for structured output answers in (``LLMEditor``'s ``edit_format=json``, decoded under a JSON
+schema where the server supports it, so a small model cannot drift out of the format).
 """
 
 from __future__ import annotations
@@ -98,7 +103,65 @@ def parse_patch(text: str) -> list[Block]:
         blocks.append(Block(path=path, search=search, replace=replacement))
         i = end + 1
     if not blocks:
+        blocks = json_blocks(text)
+    if not blocks:
         raise PatchError("no_blocks", "no SEARCH/REPLACE block found")
+    return blocks
+
+
+#: The JSON form's schema (what ``LLMEditor`` asks a server to decode under).
+EDITS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "edits": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "search": {"type": "string"},
+                    "replace": {"type": "string"},
+                },
+                "required": ["path", "search", "replace"],
+            },
+        }
+    },
+    "required": ["edits"],
+}
+
+
+def json_blocks(text: str) -> list[Block]:
+    """The blocks of a reply in the JSON form (module docstring), or [] when it is not one.
+    Each text is taken as lines: a last line without its newline gets one, so that SEARCH
+    text matches the file's lines as a block's would."""
+    import json
+
+    body = text.strip()
+    fence = re.fullmatch(r"```(?:json)?[ \t]*\n(.*)\n```", body, re.S)
+    if fence:
+        body = fence.group(1)
+    if not body.startswith("{"):
+        return []
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return []
+    edits = data.get("edits") if isinstance(data, dict) else None
+    if not isinstance(edits, list):
+        return []
+
+    def lines(value: str) -> str:
+        return value if not value or value.endswith("\n") else value + "\n"
+
+    blocks = []
+    for edit in edits:
+        if not isinstance(edit, dict):
+            return []
+        path, search, replace = edit.get("path"), edit.get("search"), edit.get("replace")
+        if not (isinstance(path, str) and isinstance(search, str) and isinstance(replace, str)):
+            return []
+        blocks.append(Block(path=path.strip(), search=lines(search), replace=lines(replace)))
     return blocks
 
 

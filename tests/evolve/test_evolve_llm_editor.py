@@ -192,3 +192,36 @@ def test_evolve_stops_with_exit_3_when_rollouts_fail_on_infrastructure(workspace
     assert result.exit_code == 3, result.output
     assert "rollout(s) failed on infrastructure after retries" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_the_json_edit_format_asks_for_its_schema_and_its_reply_is_a_patch():
+    """`edit_format=json`: the model is asked (system prompt and `response_format`) for the
+    edits as a JSON object, decoded under its schema where the server supports it; the reply
+    parses into the same blocks and applies. `edit_format` itself is not sent."""
+    import json
+
+    from harnessctl.errors import ConfigError
+    from harnessctl.evolve.editors import EditContext
+    from harnessctl.evolve.patch import apply_blocks, changed_lines, parse_patch
+    from tests.helpers import BASE_HARNESS
+
+    shorter = "        return (messages + self.history(state))[-40:]"
+    reply = {"edits": [{"path": "harness.py", "search": ANCHOR.rstrip("\n"), "replace": shorter}]}
+    files = {"harness.py": (BASE_HARNESS / "harness.py").read_text()}
+    ctx = EditContext(direction=catalogue("dbbench")["termination"], files=files, digests=[])
+    params = {"api_base": "", "api_key": "x", "edit_format": "json"}
+    with OpenAIStub() as stub:
+        stub.push(Reply(json.dumps(reply)))
+        editor = LLMEditor("openai/editor-model", {**params, "api_base": stub.url})
+        proposal = editor.propose(ctx, None)
+        body = stub.chat_requests[0].body
+    assert proposal is not None
+    schema = body["response_format"]["json_schema"]["schema"]
+    assert body["response_format"]["type"] == "json_schema" and "edits" in schema["properties"]
+    assert "edit_format" not in body
+    assert '{"edits": [{"path"' in body["messages"][0]["content"]
+    blocks = parse_patch(proposal.response)
+    assert [b.path for b in blocks] == ["harness.py"] and blocks[0].search == ANCHOR
+    assert changed_lines(BASE_HARNESS, apply_blocks(BASE_HARNESS, blocks)) == 2
+    with pytest.raises(ConfigError, match="edit_format"):
+        LLMEditor("openai/editor-model", {"edit_format": "yaml"})
