@@ -59,9 +59,11 @@ SYSTEM_JSON = (
     + """
 
 Answer with one JSON object and nothing else: {"edits": [{"path": ..., "search": ..., \
-"replace": ...}]}. `path` is a file's path as listed below; `search` is one or more whole \
-lines copied exactly from that file (they must match exactly once); `replace` is what those \
-lines become. For instance, to change `limit = 5` to `limit = 8` in harness.py:
+"replace": ...}]}. `path` is a file's path as listed below; `search` is one whole line \
+copied exactly from that file, indentation included (a line the file holds once); \
+`replace` is what that line becomes: one or more lines (to add code, repeat the line and \
+add yours after it, indented as the file is). For instance, to change `limit = 5` to \
+`limit = 8` in harness.py:
 {"edits": [{"path": "harness.py", "search": "        limit = 5", "replace": "        limit = 8"}]}
 
 Rules: edit only the files listed as editable; `replace` must differ from `search`; keep the \
@@ -147,14 +149,18 @@ class LLMEditor:
                 "--editor-param edit_format", f"{self.edit_format!r} is not blocks or json"
             )
 
-    def call_params(self) -> dict:
-        """What the model call is sent: the params less the editor's own, plus the schema
-        ``edit_format=json`` decodes under."""
-        from .patch import EDITS_SCHEMA
+    def call_params(self, files: dict[str, str] | None = None) -> dict:
+        """What the model call is sent: the params less the editor's own, plus, for
+        ``edit_format=json``, the schema the reply is decoded under: with the editable
+        ``files`` known, each edit's ``path`` is one of them and its ``search`` one of that
+        file's lines that occur exactly once (so every edit applies: a small model copying
+        text from the trajectories instead of the file cannot), else the generic schema."""
+        from .patch import EDITS_SCHEMA, grounded_schema
 
         sent = {k: v for k, v in self.params.items() if k not in EDITOR_PARAMS}
         if self.edit_format == "json":
-            schema = {"name": "harness_edits", "schema": EDITS_SCHEMA}
+            body = grounded_schema(files) if files else EDITS_SCHEMA
+            schema = {"name": "harness_edits", "schema": body}
             sent.setdefault("response_format", {"type": "json_schema", "json_schema": schema})
         return sent
 
@@ -170,10 +176,11 @@ class LLMEditor:
         if feedback is not None:
             ctx.history.append(retry_turn(feedback))
         started = time.time()
+        sent = self.call_params(ctx.files)
         result = complete(
             self.model,
             list(ctx.history),
-            self.call_params(),
+            sent,
             timeout_s=self.timeout_s,
             retries=2,
             backoff_s=0.5,
@@ -187,7 +194,7 @@ class LLMEditor:
             result.prompt_tokens,
             result.completion_tokens,
             result.cost_usd,
-            [HostCall.of(self.model, self.call_params(), started, completion=result)],
+            [HostCall.of(self.model, sent, started, completion=result)],
         )
 
 

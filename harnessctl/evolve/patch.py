@@ -131,6 +131,36 @@ EDITS_SCHEMA = {
 }
 
 
+def grounded_schema(files: dict[str, str]) -> dict:
+    """The JSON form's schema held to ``files`` (path -> text): each edit's ``path`` one of
+    them and its ``search`` one whole line of that file that the text holds exactly once
+    (so it matches exactly once when applied), its indentation included; ``replace`` free."""
+    choices = []
+    for path, text in sorted(files.items()):
+        body = text if text.endswith("\n") else text + "\n"
+        lines = [
+            line
+            for line in dict.fromkeys(body.splitlines())
+            if line.strip() and body.count(line + "\n") == 1  # as applying will match it
+        ]
+        if lines:
+            choices.append(
+                {
+                    "type": "object",
+                    "properties": {
+                        "path": {"const": path},
+                        "search": {"enum": lines},
+                        "replace": {"type": "string"},
+                    },
+                    "required": ["path", "search", "replace"],
+                }
+            )
+    if not choices:
+        return EDITS_SCHEMA
+    edits = {"type": "array", "minItems": 1, "items": {"anyOf": choices}}
+    return {"type": "object", "properties": {"edits": edits}, "required": ["edits"]}
+
+
 def json_blocks(text: str) -> list[Block]:
     """The blocks of a reply in the JSON form (module docstring), or [] when it is not one.
     Each text is taken as lines: a last line without its newline gets one, so that SEARCH

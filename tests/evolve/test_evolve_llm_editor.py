@@ -218,6 +218,12 @@ def test_the_json_edit_format_asks_for_its_schema_and_its_reply_is_a_patch():
     assert proposal is not None
     schema = body["response_format"]["json_schema"]["schema"]
     assert body["response_format"]["type"] == "json_schema" and "edits" in schema["properties"]
+    # grounded in the files: a path among them, a search among the lines each holds once
+    (choice,) = schema["properties"]["edits"]["items"]["anyOf"]
+    assert choice["properties"]["path"] == {"const": "harness.py"}
+    lines = choice["properties"]["search"]["enum"]
+    assert ANCHOR.rstrip("\n") in lines
+    assert all(files["harness.py"].count(line + "\n") == 1 for line in lines)
     assert "edit_format" not in body
     assert '{"edits": [{"path"' in body["messages"][0]["content"]
     blocks = parse_patch(proposal.response)
