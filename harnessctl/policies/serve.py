@@ -52,6 +52,11 @@ def estimate_tokens(texts: list[str]) -> int:
     return sum(math.ceil(len(t) / 4) + 4 for t in texts)
 
 
+def valid_resample(value: Any) -> bool:
+    """``resample`` is a non-negative integer (a bool is not one)."""
+    return not isinstance(value, bool) and isinstance(value, int) and value >= 0
+
+
 def _seed(tags: Mapping[str, Any], params: Mapping[str, Any]) -> int:
     raw = tags.get("seed", params.get("seed", 0))
     try:
@@ -59,7 +64,7 @@ def _seed(tags: Mapping[str, Any], params: Mapping[str, Any]) -> int:
     except (TypeError, ValueError):
         raise OfflineRequestError(f"seed {raw!r} is not an integer") from None
     resample = params.get(RESAMPLE, 0)
-    if isinstance(resample, bool) or not isinstance(resample, int) or resample < 0:
+    if not valid_resample(resample):
         raise OfflineRequestError(f"{RESAMPLE} {resample!r} is not a non-negative integer")
     if resample == 0:
         return seed

@@ -49,12 +49,12 @@ def check_policy_params(model: str, params: dict) -> None:
     found it and every rollout failed on it). A real model's parameters are the provider's
     to judge: the preflight call makes it."""
     from ..policies import OfflineParamError, get_offline_policy, is_offline
-    from ..policies.serve import RESAMPLE
+    from ..policies.serve import RESAMPLE, valid_resample
 
     if not is_offline(model):
         return
     resample = params.get(RESAMPLE, 0)
-    if isinstance(resample, bool) or not isinstance(resample, int) or resample < 0:
+    if not valid_resample(resample):
         raise ConfigError("--param", f"{model}: {RESAMPLE}={resample!r} is not an integer >= 0")
     try:
         policy = get_offline_policy(model)
