@@ -9,6 +9,7 @@ on the seeded simulators and catalogues, not on the machine (the time does).
 
 usage:
   .venv/bin/python benchmarks/env_evolve.py [--envs alfworld,os,tau2,dbbench] [--json out.json]
+      [--min-accepted 2]   (exits 1 when an environment accepts fewer directions)
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", default="alfworld,os,tau2")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--min-accepted", type=int, default=2,
+        help="exit 1 when an environment accepts fewer directions (the README's claim)",
+    )  # fmt: skip
     args = parser.parse_args()
     figures = {}
     for label in args.envs.split(","):
@@ -75,6 +80,10 @@ def main() -> None:
         )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
+    short = [k for k, f in figures.items() if len(f["accepted"]) < args.min_accepted]
+    if short:
+        print(f"FAIL: fewer than {args.min_accepted} directions accepted: {', '.join(short)}")
+        sys.exit(1)
 
 
 if __name__ == "__main__":
