@@ -11,9 +11,13 @@ after it returns, so the rescue runs inside it: the inner generator's batch firs
 group (rows sharing ``trajectory_ids[i].instance_id``) whose every reward (a float, or the sum
 of a per-token list) is <= 0 is re-rolled under the pool's Top-k siblings against the same
 endpoint, with token capture (``EndpointPolicy(tokens=True)``), at most ``max_concurrency``
-rollouts at a time. A group is replaced only when a fresh rollout succeeded. A fresh rollout
-that fails outside the harness (the endpoint down, a refused configuration) raises
-``RolloutInfraError``: the step stops rather than train on a rollout that never ran.
+rollouts at a time. ``mix`` says which rows of a rescued group get fresh rollouts
+(:mod:`harnessctl.pool.sampler`): under ``keep-failures``, the default, the first
+``n - n // 2`` rows do and the last ``n // 2`` keep their base failures, so the group's rewards
+vary and GRPO's advantage on it is not zero; under ``replace`` every row does. Rows are
+replaced only when a fresh rollout succeeded. A fresh rollout that fails outside the harness
+(the endpoint down, a refused configuration) raises ``RolloutInfraError``: the step stops
+rather than train on a rollout that never ran.
 
 Every per-row field of a replaced row comes from the one sibling rollout that replaces it:
 ``prompt_token_ids`` (its first call's prompt), ``response_ids`` and ``loss_masks`` (its
@@ -38,9 +42,15 @@ zeroes its loss mask (``generators/utils.py``: ``apply_overlong_filtering``); a 
 with no positive reward after those rules is kept (``harnessctl/rescue_no_reward_after_rules``).
 
 A batch is left alone when it is an eval batch, a step-wise batch (rows are turns, not
-trajectories) or carries per-row fields a pool rollout cannot fill (MoE routing, images, a
-key this module does not know): counted ``harnessctl/rescue_skipped_step_wise`` and
-``harnessctl/rescue_skipped_fields``. The counts go into ``rollout_metrics``.
+trajectories) or carries per-row fields a pool rollout cannot fill (MoE routing, sampler
+support, images, a key this module does not know): counted
+``harnessctl/rescue_skipped_step_wise`` and ``harnessctl/rescue_skipped_fields``.
+
+The counts go into ``rollout_metrics``, which SkyRL's trainer logs, with the batch's
+:class:`~harnessctl.pool.RescueMetrics` computed from the rewards as spliced (after the rules
+above): ``harnessctl/rescue_groups``, ``_all_fail``, ``_rescued``, ``_rescued_zero_variance``
+(rescued groups whose rewards are all equal: GRPO trains nothing on them),
+``_rescued_rows`` and ``_rescued_mean_abs_advantage``. ``last_metrics`` holds them too.
 """
 
 from __future__ import annotations
@@ -53,7 +63,9 @@ from typing import Any
 
 from ..errors import HarnessctlError
 from ..pool import EndpointPolicy, NoTokenIds, RolloutOutput
+from ..pool.advantage import RescueMetrics, rescue_metrics
 from ..pool.rows import TASK_KEY, decode_task
+from ..pool.sampler import DEFAULT_MIX, check_mix
 from ..pool.trainer import BatchRescue, arescue_batch
 
 _log = logging.getLogger(__name__)
@@ -105,7 +117,8 @@ class RescuingGenerator:
     (``batch_metadata.global_step``) seeds its groups from ``seed + 1_000_000 * s``.
     ``generator_cfg`` is SkyRL's generator config whose ``max_input_length``,
     ``zero_reward_on_non_stop`` and ``apply_overlong_filtering`` the rescued rows obey; by
-    default ``inner.generator_cfg``.
+    default ``inner.generator_cfg``. ``mix`` is ``"keep-failures"`` (the default) or
+    ``"replace"`` (module doc).
     """
 
     def __init__(
@@ -122,8 +135,10 @@ class RescuingGenerator:
         max_concurrency: int = 4,
         seed: int = 0,
         generator_cfg: Any = None,
+        mix: str = DEFAULT_MIX,
     ) -> None:
         self.inner = inner
+        self.mix = check_mix(mix)
         self.rules = Rules.of(
             generator_cfg if generator_cfg is not None else getattr(inner, "generator_cfg", None)
         )
@@ -139,6 +154,8 @@ class RescuingGenerator:
         self.calls = 0
         #: The last batch's rescue (its fresh rollouts, kept or not, are in ``results``).
         self.last_rescue: BatchRescue | None = None
+        #: The last rescued batch's metrics, from its rows as spliced.
+        self.last_metrics: RescueMetrics | None = None
 
     async def generate(self, input_batch: dict[str, Any], disable_tqdm: bool = False) -> dict:
         if disable_tqdm:  # the fully async trainer's; skyrl-train 0.3.1 has no such parameter
@@ -172,14 +189,14 @@ class RescuingGenerator:
             task_of=self.task_of,
             convert=lambda out, sample: out,
             k=self.k,
-            # every row replaced: _splice builds each row of a rescued group from a sibling
-            # rollout (the keep-failures mix, harnessctl.pool.sampler, is not wired here yet)
-            mix="replace",
+            mix=self.mix,
             seed=self.seed + 1_000_000 * (self.calls - 1 if step is None else step),
             max_concurrency=self.max_concurrency,
         )
         self.last_rescue = rescue
         counts.update(_splice(output, input_batch, rescue, self.rules))
+        self.last_metrics = _metrics(output, input_batch, rescue, counts.pop("spliced"))
+        counts.update(self.last_metrics.as_dict(prefix="rescue_"))
         counts["rescue_seconds"] = round(time.monotonic() - started, 3)
         return _with_metrics(output, counts)
 
@@ -257,23 +274,24 @@ def _total(reward: Any) -> float:
 
 
 def _splice(output: dict, input_batch: dict, rescue: BatchRescue, rules: Rules) -> dict[str, Any]:
-    """Put each rescued group's rows into ``output`` in place (module doc); the counts."""
-    counts = {
+    """Put each rescued group's fresh rows into ``output`` in place (module doc); the counts,
+    and under ``spliced`` the positions in its group of the rows each spliced group got."""
+    counts: dict[str, Any] = {
         "rescue_over_max_input_length": 0,
         "rescue_no_reward_after_rules": 0,
-        "rescue_groups_all_fail": len(rescue.tried_uids),
-        "rescue_groups_rescued": 0,
-        "rescue_rows_replaced": 0,
         "rescue_extra_rollouts": rescue.extra_rollouts,
         "rescue_not_append_only": 0,
         "rescue_no_tokens": 0,
     }
+    spliced: dict[Any, list[int]] = {}
     per_token = isinstance(output["rewards"][0], list)
     with_logprobs = bool(output.get("rollout_logprobs"))
     ids = input_batch["trajectory_ids"]
     for uid in rescue.rescued_uids:
         where = [i for i, tid in enumerate(ids) if tid.instance_id == uid]
-        built = [_row(out, per_token, with_logprobs, rules) for out in rescue.results[uid].group]
+        result = rescue.results[uid]
+        # only the rows the mix gave fresh rollouts; keep-failures leaves the rest as they were
+        built = [_row(result.group[r], per_token, with_logprobs, rules) for r in result.rows]
         failed = [b for b in built if isinstance(b, str)]
         rows = [b for b in built if isinstance(b, dict)]
         if failed:
@@ -287,16 +305,29 @@ def _splice(output: dict, input_batch: dict, rescue: BatchRescue, rules: Rules) 
         if not any(_total(row["rewards"]) > 0 for row in rows):
             counts["rescue_no_reward_after_rules"] += 1
             continue
-        for i, row in zip(where, rows, strict=True):
+        for r, row in zip(result.rows, rows, strict=True):
+            i = where[r]
             for key, value in row.items():
                 if key == "trajectory_time_splits":
                     for name, times in (output.get(key) or {}).items():
                         times[i] = value.get(name, 0.0)
                 elif output.get(key) is not None:
                     output[key][i] = value
-        counts["rescue_groups_rescued"] += 1
-        counts["rescue_rows_replaced"] += len(where)
+        spliced[uid] = list(result.rows)
+    counts["spliced"] = spliced
     return counts
+
+
+def _metrics(
+    output: dict, input_batch: dict, rescue: BatchRescue, spliced: dict[Any, list[int]]
+) -> RescueMetrics:
+    """The batch's RescueMetrics from its rewards as spliced (the rules applied)."""
+    groups: dict[Any, list[int]] = {}
+    for i, tid in enumerate(input_batch["trajectory_ids"]):
+        groups.setdefault(tid.instance_id, []).append(i)
+    rewards = [_total(r) for r in output["rewards"]]
+    rescued = [([rewards[i] for i in groups[uid]], rows) for uid, rows in spliced.items()]
+    return rescue_metrics(len(groups), len(rescue.tried_uids), rescued)
 
 
 def _row(

@@ -1,36 +1,39 @@
 """SkyRL contract test for ``harnessctl.integrations.skyrl`` (a real pool, a vLLM-shaped stub).
 
-SkyRL does not install here: ``skyrl`` 0.4.0 requires Python >= 3.12 and ``skyrl-train``
-0.3.1 Python 3.12 exactly (``pip install skyrl==0.4.0``: "Ignored the following versions that
-require a different python version: 0.4.0 Requires-Python <3.15,>=3.12"), and this machine has
-Python 3.11 only; its wheel forced onto 3.11 fails on import of
-``skyrl.train.utils.trainer_utils`` ("pydantic.errors.PydanticUserError: Please use
-``typing_extensions.TypedDict`` instead of ``typing.TypedDict`` on Python < 3.12"). So its
-types and checks are stood in for, following NovaSky-AI/SkyRL at a9564572 (``skyrl`` 0.4.0):
+Each test runs twice: against SkyRL's own code (``skyrl`` 0.4.0) and against stand-ins of its
+types. ``skyrl`` 0.4.0 requires Python >= 3.12 and this project's environment is 3.11, so
+scripts/test.sh installs it in an environment of its own (``.venv-skyrl``, Python 3.12) and
+runs this file there with ``HARNESSCTL_TEST_SKYRL=1``, where the SkyRL half must run (it
+fails, not skips, when SkyRL does not import); elsewhere that half is skipped. The SkyRL half
+uses:
 
 - ``skyrl/train/generators/base.py``: ``TrajectoryID`` (a plain dataclass, so unhashable),
-  ``BatchMetadata``, ``GeneratorInput`` and ``GeneratorOutput`` (TypedDicts: dicts here);
-- ``skyrl/train/generators/utils.py``: ``prepare_generator_input`` (each prompt repeated n
-  times, contiguously, ``TrajectoryID(instance_id=uid, repetition_id=j)``);
-- ``skyrl/train/utils/trainer_utils.py``: ``validate_generator_output`` (ported below: the
-  rules the trainer applies to every generator output);
-- ``skyrl/train/trainer.py``: ``generate`` is awaited, then the output validated;
-- ``skyrl/train/config/config.py``: ``GeneratorConfig``'s ``max_input_length``,
+  ``BatchMetadata``, ``GeneratorOutput`` (its keys are the stand-in generator's);
+- ``skyrl/train/generators/utils.py``: ``prepare_generator_input`` (the trainer's batch);
+- ``skyrl/train/config/config.py``: ``GeneratorConfig`` (``max_input_length``,
   ``zero_reward_on_non_stop``, ``apply_overlong_filtering``, which
-  ``skyrl/train/generators/skyrl_gym_generator.py`` applies to its rows.
+  ``skyrl_gym_generator.py`` applies to its rows);
+- ``skyrl/train/utils/trainer_utils.py``: ``validate_generator_output``, which the trainer
+  applies to every generator output (``trainer.py``), on every output here;
+- ``skyrl/backends/skyrl_train/utils/ppo_utils.py``: ``compute_grpo_outcome_advantage``,
+  GRPO's advantage of the rescued rows, against the reported metrics.
 
-The legacy ``skyrl-train`` 0.3.1 (``skyrl_train/generators/base.py``) has the same types with
-fewer output fields.
+The contract half's stand-ins follow those files (types only: no check of SkyRL's is copied
+here, so the contract half asserts the rows themselves). Both halves stand in for
+``SkyRLGymGenerator`` (the inner generator: it needs a tokenizer, an environment and
+inference engines) with rows of the shape it returns.
 """
 
 import asyncio
 import copy
+import os
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
 
 from harnessctl.integrations.skyrl import RescuingGenerator
-from harnessctl.pool import Pool
+from harnessctl.pool import Pool, group_advantages
 from tests.helpers.openai_stub import OpenAIStub
 from tests.helpers.pools import (
     dbbench_record,
@@ -39,11 +42,14 @@ from tests.helpers.pools import (
     vllm_reply,
 )
 
+#: read at import: the autouse isolation fixture clears HARNESSCTL_* variables
+SKYRL_HALF = bool(os.environ.get("HARNESSCTL_TEST_SKYRL"))
 MODEL = "Qwen/Qwen2.5-7B-Instruct"  # served names have slashes
 ROW_FIELDS = (
     "prompt_token_ids", "response_ids", "rewards", "loss_masks", "stop_reasons",
     "rollout_logprobs", "trajectory_generation_times", "env_metrics",
 )  # fmt: skip
+SAMPLING = {"temperature": 1.0, "max_tokens": 256, "logprobs": 0}
 
 
 @dataclass
@@ -53,52 +59,109 @@ class TrajectoryID:
 
 
 @dataclass
-class GeneratorConfig:
-    """The three fields of skyrl's ``GeneratorConfig`` the rescue reads (their defaults, but
-    ``max_input_length``, which SkyRL fills from ``trainer.max_prompt_length``)."""
-
-    max_input_length: int = 8192
-    zero_reward_on_non_stop: bool = False
-    apply_overlong_filtering: bool = False
-
-
-@dataclass
 class BatchMetadata:
     global_step: int
     training_phase: str
 
 
-def prepare_generator_input(records, n, *, phase="train", step=0):
-    """The batch SkyRL's trainer builds: each (uid, record) repeated ``n`` times."""
-    rows = [(uid, rec, j) for uid, rec in records for j in range(n)]
-    return {
-        "prompts": [[{"role": "user", "content": rec["description"]}] for _, rec, _ in rows],
-        "env_classes": ["dbbench"] * len(rows),
-        "env_extras": [{"harnessctl_task": rec} for _, rec, _ in rows],
-        "sampling_params": {"temperature": 1.0, "max_tokens": 256, "logprobs": 0},
-        "trajectory_ids": [TrajectoryID(uid, j) for uid, _, j in rows],
+@dataclass
+class GeneratorConfig:
+    """The three fields of ``GeneratorConfig`` the rescue reads (their defaults, but
+    ``max_input_length``, which SkyRL fills from ``trainer.max_prompt_length``)."""
+
+    max_input_length: int | None = 8192
+    zero_reward_on_non_stop: bool = False
+    apply_overlong_filtering: bool = False
+
+
+def prepare_generator_input(prompts, n, sampling_params, env_class, phase, step):
+    """The trainer's batch: each prompt repeated ``n`` times, contiguously."""
+    rows = [(p, j) for p in prompts for j in range(n)]
+    batch = {
+        "prompts": [p["prompt"] for p, _ in rows],
+        "env_classes": [p["env_class"] or env_class for p, _ in rows],
+        "env_extras": [copy.deepcopy(p["env_extras"]) for p, _ in rows],
+        "sampling_params": sampling_params,
+        "trajectory_ids": [TrajectoryID(p["uid"], j) for p, j in rows],
         "batch_metadata": BatchMetadata(step, phase),
     }
+    return batch, [p["uid"] for p, _ in rows]
 
 
-def validate_generator_output(num_prompts, out):
-    """Port of skyrl/train/utils/trainer_utils.py::validate_generator_output (not step-wise)."""
-    n = len(out["response_ids"])
-    assert n > 0 and n == num_prompts == len(out["prompt_token_ids"])
-    for key in ("response_ids", "loss_masks", "rewards", "rollout_logprobs", "stop_reasons",
-                "trajectory_ids", "rollout_expert_indices", "is_last_step"):  # fmt: skip
-        if isinstance(out.get(key), list):
-            assert len(out[key]) == n, key
-    for i, (ids, mask, reward) in enumerate(
-        zip(out["response_ids"], out["loss_masks"], out["rewards"], strict=False)
-    ):
-        assert len(ids) == len(mask), i
-        if isinstance(reward, list):
-            assert len(reward) == len(ids), i
-        if out.get("rollout_logprobs"):
-            assert len(out["rollout_logprobs"][i]) == len(ids), i
-    kinds = {isinstance(r, list) for r in out["rewards"]}
-    assert len(kinds) == 1, "rewards must be all List[float] or all float"
+def real_skyrl():
+    if not SKYRL_HALF:
+        pytest.skip("SkyRL's half runs in SkyRL's own environment (HARNESSCTL_TEST_SKYRL=1)")
+    try:
+        from skyrl.backends.skyrl_train.utils.ppo_utils import compute_grpo_outcome_advantage
+        from skyrl.train.config import GeneratorConfig as RealConfig
+        from skyrl.train.generators import base
+        from skyrl.train.generators.utils import prepare_generator_input as real_prepare
+        from skyrl.train.utils.trainer_utils import validate_generator_output
+    except ImportError as exc:
+        pytest.fail(f"HARNESSCTL_TEST_SKYRL is set but skyrl does not import: {exc}")
+
+    def config(max_input_length=8192, **rules):
+        return RealConfig(max_input_length=max_input_length, **rules)
+
+    return SimpleNamespace(
+        real=True,
+        TrajectoryID=base.TrajectoryID,
+        GeneratorOutput=base.GeneratorOutput,
+        GeneratorConfig=config,
+        prepare=real_prepare,
+        validate=validate_generator_output,
+        grpo=compute_grpo_outcome_advantage,
+    )
+
+
+@pytest.fixture(params=["contract", "skyrl"])
+def sky(request):
+    if request.param == "skyrl":
+        return real_skyrl()
+    return SimpleNamespace(
+        real=False,
+        TrajectoryID=TrajectoryID,
+        GeneratorOutput=None,
+        GeneratorConfig=GeneratorConfig,
+        prepare=prepare_generator_input,
+        validate=None,
+        grpo=None,
+    )
+
+
+def batch_of(sky, records, n, *, phase="train", step=0):
+    """The trainer's batch for ``(uid, record)`` pairs, each row's task in its env_extras."""
+    prompts = [
+        {
+            "prompt": [{"role": "user", "content": rec["description"]}],
+            "env_class": "dbbench",
+            "env_extras": {"harnessctl_task": rec},
+            "uid": uid,
+        }
+        for uid, rec in records
+    ]
+    batch, _ = sky.prepare(prompts, n, dict(SAMPLING), "dbbench", phase, step)
+    return batch
+
+
+def validated(sky, batch, output):
+    """``output`` after SkyRL's own validation (the SkyRL half), as its trainer applies it."""
+    if sky.validate is not None:
+        sky.validate(len(batch["prompts"]), output, step_wise=False)
+    return output
+
+
+def skyrl_advantages(sky, batch, output):
+    """SkyRL's GRPO advantage of each row (the SkyRL half), from the rows' rewards."""
+    import numpy as np
+    import torch
+
+    rewards = [r if isinstance(r, list) else [r] for r in output["rewards"]]
+    width = max(len(r) for r in rewards)
+    tokens = torch.tensor([r + [0.0] * (width - len(r)) for r in rewards])
+    index = np.array([tid.instance_id for tid in batch["trajectory_ids"]], dtype=object)
+    adv, _ = sky.grpo(tokens, torch.ones_like(tokens), index)
+    return adv[:, 0].tolist()
 
 
 class Engines:
@@ -117,7 +180,7 @@ class BaseGenerator:
 
     def __init__(self, engines, rewards, *, scalar=False, logprobs=True, cfg=None):
         self.inference_engine_client = engines
-        self.generator_cfg = cfg or GeneratorConfig()
+        self.generator_cfg = cfg if cfg is not None else GeneratorConfig()
         self.rewards, self.scalar, self.logprobs = rewards, scalar, logprobs
         self.seen = []
 
@@ -138,6 +201,7 @@ class BaseGenerator:
             "trajectory_generation_times": [0.5 for _ in rows],
             "trajectory_time_splits": {"llm": [0.3 for _ in rows], "env": [0.1 for _ in rows]},
             "rollout_expert_indices": None,
+            "rollout_sample_support": None,
             "is_last_step": None,
             "env_metrics": [{"queries": 1} for _ in rows],
         }
@@ -157,25 +221,86 @@ def run(generator, batch):
     return asyncio.run(generator.generate(batch))
 
 
-def test_trajectory_id_is_unhashable_as_upstream():
-    with pytest.raises(TypeError):
-        hash(TrajectoryID("x", 0))
+def harnessctl_metrics(output):
+    metrics = output["rollout_metrics"]
+    return {k: v for k, v in metrics.items() if k.startswith("harnessctl/") and v != 0}
 
 
-def test_a_rescued_group_is_rebuilt_from_its_sibling_rollouts_row_for_row(pool_dir):
+def test_skyrls_types_are_what_the_rescue_and_the_stand_ins_assume(sky):
+    with pytest.raises(TypeError):  # the group key is instance_id: TrajectoryID is unhashable
+        hash(sky.TrajectoryID("x", 0))
+    cfg = sky.GeneratorConfig(max_input_length=100, zero_reward_on_non_stop=True)
+    rules = RescuingGenerator(BaseGenerator(None, {}, cfg=cfg), None, model=MODEL).rules
+    assert (rules.max_input_length, rules.zero_reward_on_non_stop) == (100, True)
+    assert not rules.apply_overlong_filtering
+    if sky.real:  # the stand-in generator returns every key of a text-only GeneratorOutput
+        output = asyncio.run(
+            BaseGenerator(None, {"u": [0.0]}).generate(
+                batch_of(sky, [("u", {"description": "q"})], 1)
+            )
+        )
+        vision = {"pixel_values", "image_grid_thw"}
+        assert set(output) == set(sky.GeneratorOutput.__annotations__) - vision
+    with pytest.raises(ValueError, match="keep-failures, replace"):
+        RescuingGenerator(BaseGenerator(None, {}), None, model=MODEL, mix="all")
+
+
+def test_keep_failures_rescues_the_first_half_of_a_group_and_keeps_its_base_failures(pool_dir, sky):
+    """The default mix: a rescued group of two gets one sibling rollout (row 0) and keeps one
+    base failure (row 1), so its rewards vary and GRPO's advantage on it is not zero."""
     ws, out = pool_dir
     solvable, unsolvable = dbbench_record(ws, 4), dbbench_record(ws, 5)
-    batch = prepare_generator_input(
-        [("solvable", solvable), ("unsolvable", unsolvable), ("mixed", solvable)], 2
+    batch = batch_of(
+        sky, [("solvable", solvable), ("unsolvable", unsolvable), ("mixed", solvable)], 2
     )
     rewards = {"solvable": [0.0, 0.0], "unsolvable": [0.0, -1.0], "mixed": [0.0, 1.0]}
     with OpenAIStub(vllm_reply(dbbench_turns, offset=seeded)) as stub, Pool.load(out) as pool:
-        inner = BaseGenerator(Engines(stub.url), rewards)
+        inner = BaseGenerator(Engines(stub.url), rewards, cfg=sky.GeneratorConfig())
         generator = RescuingGenerator(inner, pool, model=MODEL, k=2, max_concurrency=4)
         before = copy.deepcopy(asyncio.run(inner.generate(batch)))
-        output = run(generator, batch)
+        output = validated(sky, batch, run(generator, batch))
+    rescue = generator.last_rescue
+    assert rescue.tried_uids == ["solvable", "unsolvable"] and rescue.rescued_uids == ["solvable"]
+    result = rescue.results["solvable"]
+    assert result.rows == [0] and [o.seed for o in result.attempted] == [0]
+    (fresh,) = result.attempted
+    seq = fresh.tokens()
+    assert fresh.success and output["response_ids"][0] == seq.response_ids
+    assert output["rewards"][0] == [0.0] * (len(seq.response_ids) - 1) + [1.0]
+    assert output["loss_masks"][0] == seq.response_mask
+    assert output["rollout_logprobs"][0] == seq.logprobs
+    for i in range(1, 6):  # the kept base failure, a failed rescue, a group with a success
+        for key in ROW_FIELDS:
+            assert output[key][i] == before[key][i], (key, i)
+    advantage = group_advantages([1.0, 0.0])[0]
+    assert harnessctl_metrics(output) == {
+        "harnessctl/rescue_groups": 3,
+        "harnessctl/rescue_all_fail": 2,
+        "harnessctl/rescue_rescued": 1,
+        "harnessctl/rescue_rescued_rows": 1,
+        "harnessctl/rescue_rescued_mean_abs_advantage": pytest.approx(advantage),
+        "harnessctl/rescue_extra_rollouts": 2,  # one per all-fail group of two
+        "harnessctl/rescue_seconds": output["rollout_metrics"]["harnessctl/rescue_seconds"],
+    }
+    assert generator.last_metrics.rescued_zero_variance == 0
+    if sky.real:  # SkyRL's own GRPO: the rescued row and the kept failure both train
+        adv = skyrl_advantages(sky, batch, output)
+        assert adv[0] == pytest.approx(advantage, rel=1e-5) and adv[1] == pytest.approx(-advantage)
+
+
+def test_replace_rebuilds_a_rescued_group_from_its_sibling_rollouts_row_for_row(pool_dir, sky):
+    ws, out = pool_dir
+    solvable, unsolvable = dbbench_record(ws, 4), dbbench_record(ws, 5)
+    batch = batch_of(
+        sky, [("solvable", solvable), ("unsolvable", unsolvable), ("mixed", solvable)], 2
+    )
+    rewards = {"solvable": [0.0, 0.0], "unsolvable": [0.0, -1.0], "mixed": [0.0, 1.0]}
+    with OpenAIStub(vllm_reply(dbbench_turns, offset=seeded)) as stub, Pool.load(out) as pool:
+        inner = BaseGenerator(Engines(stub.url), rewards, cfg=sky.GeneratorConfig())
+        generator = RescuingGenerator(inner, pool, model=MODEL, k=2, mix="replace")
+        before = copy.deepcopy(asyncio.run(inner.generate(batch)))
+        output = validated(sky, batch, run(generator, batch))
         bodies = [r.body for r in stub.chat_requests]
-    validate_generator_output(len(batch["prompts"]), output)
     rescue = generator.last_rescue
     assert rescue.tried_uids == ["solvable", "unsolvable"] and rescue.rescued_uids == ["solvable"]
     # the rescue asked the trainer's endpoint, as served, with token capture and its sampling
@@ -207,43 +332,46 @@ def test_a_rescued_group_is_rebuilt_from_its_sibling_rollouts_row_for_row(pool_d
             assert output[key][i] == before[key][i], (key, i)
     tried = rescue.results["unsolvable"]
     assert not tried.replaced and len(tried.attempted) == 2
-    metrics = output["rollout_metrics"]
-    assert metrics["generate/avg_num_tokens"] == 4.0
-    assert {k: v for k, v in metrics.items() if k.startswith("harnessctl/") and v != 0} == {
-        "harnessctl/rescue_groups_all_fail": 2,
-        "harnessctl/rescue_groups_rescued": 1,
-        "harnessctl/rescue_rows_replaced": 2,
+    assert output["rollout_metrics"]["generate/avg_num_tokens"] == 4.0
+    # both sibling rollouts succeeded: the rescued group has no reward variance
+    assert harnessctl_metrics(output) == {
+        "harnessctl/rescue_groups": 3,
+        "harnessctl/rescue_all_fail": 2,
+        "harnessctl/rescue_rescued": 1,
+        "harnessctl/rescue_rescued_zero_variance": 1,
+        "harnessctl/rescue_rescued_rows": 2,
         "harnessctl/rescue_extra_rollouts": 4,
-        "harnessctl/rescue_seconds": metrics["harnessctl/rescue_seconds"],
+        "harnessctl/rescue_seconds": output["rollout_metrics"]["harnessctl/rescue_seconds"],
     }
+    if sky.real:  # SkyRL's own GRPO gives the replaced group's rows advantage 0
+        assert skyrl_advantages(sky, batch, output)[:2] == [0.0, 0.0]
 
 
-def test_scalar_rewards_without_logprobs_and_the_batches_left_alone(pool_dir):
+def test_scalar_rewards_without_logprobs_and_the_batches_left_alone(pool_dir, sky):
     ws, out = pool_dir
     records = [("solvable", dbbench_record(ws, 4))]
     rewards = {"solvable": [0.0, 0.0]}
     with OpenAIStub(vllm_reply(dbbench_turns)) as stub, Pool.load(out) as pool:
         inner = BaseGenerator(Engines(stub.url), rewards, scalar=True, logprobs=False)
         generator = RescuingGenerator(inner, pool, model=MODEL, endpoint=stub.url, seed=5)
-        output = run(generator, prepare_generator_input(records, 2, step=3))
-        assert {r.body["seed"] for r in stub.chat_requests} == {3_000_005, 3_000_006}
-        validate_generator_output(2, output)
-        fresh = generator.last_rescue.results["solvable"].group
-        assert output["rewards"] == [1.0, 1.0] and output["rollout_logprobs"] is None
-        assert output["response_ids"] == [o.tokens().response_ids for o in fresh]
+        batch = batch_of(sky, records, 2, step=3)
+        output = validated(sky, batch, run(generator, batch))
+        assert {r.body["seed"] for r in stub.chat_requests} == {3_000_005}
+        (fresh,) = generator.last_rescue.results["solvable"].attempted
+        assert output["rewards"] == [1.0, 0.0] and output["rollout_logprobs"] is None
+        assert output["response_ids"] == [fresh.tokens().response_ids, [11, 12, 13, 14]]
         # eval batches, step-wise batches and fields a rollout cannot fill: no rescue
         stub.requests.clear()
-        evaluated = run(generator, prepare_generator_input(records, 2, phase="eval"))
+        evaluated = run(generator, batch_of(sky, records, 2, phase="eval"))
         assert evaluated["rewards"] == [0.0, 0.0] and not stub.requests
         assert not any(k.startswith("harnessctl/") for k in evaluated["rollout_metrics"])
-        moe = prepare_generator_input(records, 2)
         inner.generate = _with(inner.generate, rollout_expert_indices=[[[0]], [[1]]])
-        skipped = run(generator, moe)
+        skipped = run(generator, batch_of(sky, records, 2))
         assert skipped["rollout_metrics"]["harnessctl/rescue_skipped_fields"] == 1
         assert skipped["rewards"] == [0.0, 0.0] and not stub.requests
 
 
-def test_a_rollout_that_is_not_append_only_keeps_its_group(pool_dir):
+def test_a_rollout_that_is_not_append_only_keeps_its_group(pool_dir, sky):
     ws, out = pool_dir
     records = [("solvable", dbbench_record(ws, 4))]
 
@@ -253,14 +381,14 @@ def test_a_rollout_that_is_not_append_only_keeps_its_group(pool_dir):
     with OpenAIStub(vllm_reply(dbbench_turns, offset=shifted)) as stub, Pool.load(out) as pool:
         inner = BaseGenerator(Engines(stub.url), {"solvable": [0.0, 0.0]})
         generator = RescuingGenerator(inner, pool, model=MODEL)
-        output = run(generator, prepare_generator_input(records, 2))
+        batch = batch_of(sky, records, 2)
+        output = validated(sky, batch, run(generator, batch))
     result = generator.last_rescue.results["solvable"]
-    assert result.replaced and not any(o.tokens().append_only for o in result.group)
+    assert result.replaced and not any(o.tokens().append_only for o in result.attempted)
     assert output["response_ids"] == [[11, 12, 13, 14]] * 2  # the base rows, kept
     metrics = output["rollout_metrics"]
     assert metrics["harnessctl/rescue_not_append_only"] == 1
-    assert metrics["harnessctl/rescue_groups_rescued"] == 0
-    validate_generator_output(2, output)
+    assert metrics["harnessctl/rescue_rescued"] == 0 and metrics["harnessctl/rescue_all_fail"] == 1
 
 
 def _with(generate, **fields):
@@ -270,7 +398,7 @@ def _with(generate, **fields):
     return patched
 
 
-def test_a_rollout_whose_call_exceeds_max_input_length_keeps_its_group(pool_dir):
+def test_a_rollout_whose_call_exceeds_max_input_length_keeps_its_group(pool_dir, sky):
     """SkyRL's loop stops before a turn whose input is longer than max_input_length: a
     rescue rollout that made such a call is not a row SkyRL could have produced."""
     ws, out = pool_dir
@@ -278,22 +406,20 @@ def test_a_rollout_whose_call_exceeds_max_input_length_keeps_its_group(pool_dir)
     with OpenAIStub(vllm_reply(dbbench_turns)) as stub, Pool.load(out) as pool:
         probe = BaseGenerator(Engines(stub.url), {"solvable": [0.0, 0.0]})
         generator = RescuingGenerator(probe, pool, model=MODEL)
-        run(generator, prepare_generator_input(records, 2))
+        run(generator, batch_of(sky, records, 2))
         rescue = generator.last_rescue.results["solvable"]
         assert rescue.replaced  # without a limit, replaced
-        calls = [len(s.prompt_ids) for o in rescue.group for s in o.tokens().samples]
-        first = min(len(o.tokens().prompt_ids) for o in rescue.group)
+        calls = [len(s.prompt_ids) for o in rescue.attempted for s in o.tokens().samples]
+        first = min(len(o.tokens().prompt_ids) for o in rescue.attempted)
         assert max(calls) > first  # a later call's prompt is longer than the first
-        cfg = GeneratorConfig(max_input_length=max(calls) - 1)
+        cfg = sky.GeneratorConfig(max_input_length=max(calls) - 1)
         inner = BaseGenerator(Engines(stub.url), {"solvable": [0.0, 0.0]}, cfg=cfg)
-        output = run(
-            RescuingGenerator(inner, pool, model=MODEL), prepare_generator_input(records, 2)
-        )
+        batch = batch_of(sky, records, 2)
+        output = validated(sky, batch, run(RescuingGenerator(inner, pool, model=MODEL), batch))
     assert output["response_ids"] == [[11, 12, 13, 14]] * 2  # the base rows, kept
     metrics = output["rollout_metrics"]
     assert metrics["harnessctl/rescue_over_max_input_length"] == 1
-    assert metrics["harnessctl/rescue_groups_rescued"] == 0
-    validate_generator_output(2, output)
+    assert metrics["harnessctl/rescue_rescued"] == 0
 
 
 def truncated_when_odd(req):
@@ -302,22 +428,22 @@ def truncated_when_odd(req):
     return {"finish_reason": "length"} if answered and req.get("seed", 0) % 2 else {}
 
 
-def test_zero_reward_on_non_stop_and_overlong_filtering_apply_to_rescued_rows(pool_dir):
+def test_zero_reward_on_non_stop_and_overlong_filtering_apply_to_rescued_rows(pool_dir, sky):
     ws, out = pool_dir
     records = [("solvable", dbbench_record(ws, 4))]
     reply = vllm_reply(dbbench_turns, offset=seeded)
     base_choice = reply.choice_extra
     reply.choice_extra = lambda req: {**base_choice(req), **truncated_when_odd(req)}
-    cfg = GeneratorConfig(zero_reward_on_non_stop=True, apply_overlong_filtering=True)
+    cfg = sky.GeneratorConfig(zero_reward_on_non_stop=True, apply_overlong_filtering=True)
     with OpenAIStub(reply) as stub, Pool.load(out) as pool:
         inner = BaseGenerator(Engines(stub.url), {"solvable": [0.0, 0.0]}, cfg=cfg)
-        generator = RescuingGenerator(inner, pool, model=MODEL)
-        output = run(generator, prepare_generator_input(records, 2))
+        generator = RescuingGenerator(inner, pool, model=MODEL, mix="replace")
+        batch = batch_of(sky, records, 2)
+        output = validated(sky, batch, run(generator, batch))
         plain = BaseGenerator(Engines(stub.url), {"solvable": [0.0, 0.0]})
         unruled = run(
-            RescuingGenerator(plain, pool, model=MODEL), prepare_generator_input(records, 2)
+            RescuingGenerator(plain, pool, model=MODEL, mix="replace"), batch_of(sky, records, 2)
         )
-    validate_generator_output(2, output)
     fresh = generator.last_rescue.results["solvable"].group
     assert [o.seed for o in fresh] == [0, 1] and all(o.reward == 1.0 for o in fresh)
     assert [o.finish_reason for o in fresh] == ["stop", "length"]
@@ -330,5 +456,7 @@ def test_zero_reward_on_non_stop_and_overlong_filtering_apply_to_rescued_rows(po
     assert output["response_ids"][1] == seq1.response_ids  # still that rollout's tokens
     assert output["rollout_logprobs"][1] == seq1.logprobs
     assert output["stop_reasons"] == ["stop", "length"]
+    # the metrics read the rewards as the rules left them: the group varies after all
+    assert generator.last_metrics.rescued_zero_variance == 0
     # the same rollouts without the rules: row 1 keeps its reward and mask
     assert unruled["rewards"][1][-1] == 1.0 and unruled["loss_masks"][1] == seq1.response_mask
