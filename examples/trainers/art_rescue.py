@@ -2,8 +2,11 @@
 
 The agent is the pool's base harness, run against the model ART serves; its rollouts become
 ART trajectories with the same conversion the rescue uses (``to_trajectory``: each reply a
-``Choice`` with the server's token ids and logprobs). An all-fail group is replaced by the
-siblings' rollouts when one of them succeeded (``rescue_after_each``).
+``Choice`` with the server's token ids and logprobs). In an all-fail group the first half of
+the trajectories are replaced by the siblings' rollouts when one of them succeeded, the rest
+keep their base failures (``rescue_after_each``'s default ``mix="keep-failures"``: the group's
+rewards then vary, so ART's advantage on it is not zero); each step logs the batch's rescue
+metrics (``hook.take_metrics()``).
 
 ART pins litellm<=1.82: install it in an environment of its own, next to harnessctl.
 """
@@ -53,7 +56,8 @@ async def main() -> None:
                 max_exceptions=ROLLOUTS_PER_GROUP * GROUPS_PER_STEP,
             )
             result = await backend.train(model, groups, learning_rate=1e-5)
-            await model.log(groups, metrics=result.metrics, step=result.step, split="train")
+            metrics = {**result.metrics, **hook.take_metrics().as_dict()}
+            await model.log(groups, metrics=metrics, step=result.step, split="train")
     await backend.close()
 
 

@@ -10,12 +10,22 @@ of the group it replaces, so the hook works with whichever ART the trainer runs:
         pool, lambda slot: policy_for(model), task_of=lambda g: tasks[g.metadata["task"]]
     )
     groups = await art.gather_trajectory_groups(groups, after_each=hook)
-    await backend.train(model, groups)
+    result = await backend.train(model, groups)
+    await model.log(groups, metrics={**result.metrics, **hook.take_metrics().as_dict()})
 
 A group whose every trajectory has reward <= 0 is re-rolled under the pool's Top-k siblings
-(its task through ``task_of``, from the group's or its trajectories' metadata); when a fresh
-rollout succeeded the hook returns a new group with one trajectory per fresh rollout (the
-group's metadata, metrics, logs and exceptions kept), else the original group.
+(its task through ``task_of``, from the group's or its trajectories' metadata). How many of its
+trajectories get a fresh rollout is the ``mix`` (:mod:`harnessctl.pool.sampler`, as verl's
+integration takes it): under ``keep-failures`` (the default) the first ``n - n // 2``, the
+others keep their failed base attempts, so a rescued group's rewards vary and ART's
+group-relative advantage is not zero on it; under ``replace`` every one. When a fresh rollout
+succeeded the hook returns a new group (fresh trajectories at those places, the kept ones as
+they were; the group's metadata, metrics, logs and exceptions kept), else the original group.
+
+Per batch (one ``gather_trajectory_groups`` call) the hook counts what it saw:
+``hook.take_metrics()`` returns the batch's :class:`~harnessctl.pool.RescueMetrics` (groups,
+all-fail, rescued, rescued with zero reward variance, mean |GRPO advantage| of the rescued
+trajectories) and starts the next batch; ``.as_dict()`` is ready for ``model.log(metrics=...)``.
 
 What ART gets from a rollout: ART tokenizes a trajectory itself, applying the model's chat
 template to its messages and training on each assistant turn given as an OpenAI ``Choice``
@@ -37,7 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..pool import EndpointPolicy, RolloutOutput
-from ..pool.sampler import RescueResult, arescue_group
+from ..pool.advantage import RescueMetrics, rescue_metrics
+from ..pool.sampler import DEFAULT_MIX, RescueMix, RescueResult, arescue_group, check_mix
 from ..records import ModelCall
 
 _FINISH = ("stop", "length", "tool_calls", "content_filter", "function_call")
@@ -65,17 +76,35 @@ class RescueAfterEach:
     k: int = 2
     seed: int = 0
     max_concurrency: int = 4
+    mix: RescueMix = DEFAULT_MIX
     tried: int = 0
     rescued: int = 0
     extra_rollouts: int = 0
     #: The rule's result per tried group, in the order they were tried.
     results: list[RescueResult] = field(default_factory=list)
+    #: This batch so far (since the last :meth:`take_metrics`): groups seen, all-fail groups,
+    #: and per rescued group its rewards and the places of its fresh trajectories.
+    batch_groups: int = 0
+    batch_all_fail: int = 0
+    batch_rescued: list[tuple[list[float], list[int]]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.mix = check_mix(self.mix)
+
+    def take_metrics(self) -> RescueMetrics:
+        """The :class:`~harnessctl.pool.RescueMetrics` of the groups seen since the last call
+        (one ``gather_trajectory_groups`` batch), and a fresh count for the next batch."""
+        metrics = rescue_metrics(self.batch_groups, self.batch_all_fail, self.batch_rescued)
+        self.batch_groups, self.batch_all_fail, self.batch_rescued = 0, 0, []
+        return metrics
 
     async def __call__(self, group: Any) -> Any:
         trajectories = list(group.trajectories)
+        self.batch_groups += 1
         if not trajectories or any(t.reward > 0 for t in trajectories):
             return group
         n, self.tried = self.tried, self.tried + 1  # no await before: groups get distinct n
+        self.batch_all_fail += 1
         task = self.task_of(group)
         result = await arescue_group(
             self.pool,
@@ -85,20 +114,21 @@ class RescueAfterEach:
             k=self.k,
             seed=self.seed + 1000 * n,
             max_concurrency=self.max_concurrency,
-            # every trajectory replaced: the hook turns each row of a rescued group into a
-            # sibling's trajectory (the keep-failures mix, harnessctl.pool.sampler, is not
-            # wired here yet)
-            mix="replace",
+            mix=self.mix,
         )
         self.results.append(result)
         self.extra_rollouts += result.extra_rollouts
         if not result.replaced:
             return group
         self.rescued += 1
+        fresh = dict(zip(result.rows, result.attempted, strict=True))
         new = [
-            to_trajectory(out, type(old), pool_id=self.pool.id, metadata=old.metadata)
-            for out, old in zip(result.group, trajectories, strict=True)
+            to_trajectory(fresh[i], type(old), pool_id=self.pool.id, metadata=old.metadata)
+            if i in fresh
+            else old  # a base failure the keep-failures mix keeps
+            for i, old in enumerate(trajectories)
         ]
+        self.batch_rescued.append(([float(t.reward) for t in new], sorted(fresh)))
         replacement = type(group)(
             new,
             metadata={**group.metadata, "harnessctl_rescued": result.reason},
@@ -117,15 +147,17 @@ def rescue_after_each(
     k: int = 2,
     seed: int = 0,
     max_concurrency: int = 4,
+    mix: str = DEFAULT_MIX,
 ) -> RescueAfterEach:
     """An ``after_each`` hook for ``art.gather_trajectory_groups`` (module doc). ``policy`` is
     the model's endpoint (:func:`policy_for`) or a function of the rescue slot giving one
     (``lambda slot: policy_for(model)`` follows the model's latest checkpoint, whose served
     name changes with each step); ``task_of(group)`` the task (a harnessctl Task or raw
-    record) the group ran, from its ``metadata`` or its trajectories'. The ``n``-th group
-    tried uses seeds from ``seed + 1000 * n``; at most ``max_concurrency`` rollouts of a group
-    run at a time."""
-    return RescueAfterEach(pool, policy, task_of, k, seed, max_concurrency)
+    record) the group ran, from its ``metadata`` or its trajectories'. ``mix`` is
+    ``"keep-failures"`` (the default) or ``"replace"`` (module doc; a ValueError names them
+    otherwise). The ``n``-th group tried uses seeds from ``seed + 1000 * n``; at most
+    ``max_concurrency`` rollouts of a group run at a time."""
+    return RescueAfterEach(pool, policy, task_of, k, seed, max_concurrency, check_mix(mix))
 
 
 def to_trajectory(

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harnessctl.integrations.art import rescue_after_each, to_trajectory
 from harnessctl.pool import EndpointPolicy, Pool, RolloutOutput
+from harnessctl.pool.advantage import RescueMetrics, group_advantages
 from harnessctl.records import ModelCall
 from tests.helpers.openai_stub import OpenAIStub
 from tests.helpers.pools import dbbench_record, dbbench_turns, vllm_reply
@@ -125,7 +126,11 @@ def token_ids(choice):
     return [int(t.token.split(":")[1]) for t in choice.logprobs.content]
 
 
-def test_all_fail_groups_are_replaced_by_their_sibling_rollouts(pool_dir, art):
+@pytest.mark.parametrize("mix", ["keep-failures", "replace"])
+def test_all_fail_groups_are_rescued_by_their_sibling_rollouts(pool_dir, art, mix):
+    """Under keep-failures (the default: no ``mix`` given) the first half of a rescued group's
+    trajectories are sibling rollouts and the rest its base failures; under replace every one
+    is a sibling rollout. The batch's RescueMetrics say so."""
     trajectory_cls, group_cls, gather = art
     ws, out = pool_dir
     tasks = {"solvable": dbbench_record(ws, 4), "unsolvable": dbbench_record(ws, 5)}
@@ -135,9 +140,9 @@ def test_all_fail_groups_are_replaced_by_their_sibling_rollouts(pool_dir, art):
             trajectory_cls(
                 messages_and_choices=[{"role": "user", "content": task}],
                 reward=r,
-                metadata={"task": task},
+                metadata={"task": task, "base": n},
             )
-            for r in rewards
+            for n, r in enumerate(rewards)
         ]
         failed = [RuntimeError("a rollout that raised")]
         return group_cls(trajectories, exceptions=failed, metadata={"batch": 1, "task": task})
@@ -147,24 +152,31 @@ def test_all_fail_groups_are_replaced_by_their_sibling_rollouts(pool_dir, art):
 
     originals = [group("solvable", 0.0, 0.0), group("unsolvable", 0.0, -1.0),
                  group("solvable", 1.0, 0.0)]  # fmt: skip
+    given = {} if mix == "keep-failures" else {"mix": mix}
     with OpenAIStub(vllm_reply(dbbench_turns, offset=seeded)) as stub, Pool.load(out) as pool:
         policy = EndpointPolicy(stub.url, "Qwen/Qwen2.5-7B-Instruct", tokens=True)
-        hook = rescue_after_each(pool, policy, task_of=lambda g: tasks[g.metadata["task"]])
+        hook = rescue_after_each(pool, policy, task_of=lambda g: tasks[g.metadata["task"]], **given)
         groups = asyncio.run(gather([ready(g) for g in originals], after_each=hook))
+    fresh_rows = [0] if mix == "keep-failures" else [0, 1]
     assert len(groups) == 3 and groups[1] is originals[1] and groups[2] is originals[2]
-    assert (hook.tried, hook.rescued, hook.extra_rollouts) == (2, 1, 4)
+    assert (hook.tried, hook.rescued, hook.extra_rollouts) == (2, 1, 2 * len(fresh_rows))
     rescued = groups[0]
     assert type(rescued) is group_cls and rescued.metadata["batch"] == 1
     assert rescued.exceptions == originals[0].exceptions and len(rescued.exceptions) == 1
     rollouts = {o.rollout_id: o for r in hook.results for o in r.attempted}
     assert len(rescued.trajectories) == 2
-    for trajectory in rescued.trajectories:
+    for place, trajectory in enumerate(rescued.trajectories):
+        assert trajectory.metadata["base"] == place  # the replaced trajectory's, kept
+        if place not in fresh_rows:  # a base failure, kept as it was
+            assert trajectory == originals[0].trajectories[place]
+            assert "harnessctl_rollout_id" not in trajectory.metadata
+            continue
         rollout: RolloutOutput = rollouts[trajectory.metadata["harnessctl_rollout_id"]]
         assert type(trajectory) is trajectory_cls and rollout.success
         assert trajectory.reward == rollout.reward == 1.0
-        assert trajectory.metadata["task"] == "solvable"  # the replaced trajectory's, kept
+        assert trajectory.metadata["task"] == "solvable"
         assert trajectory.metadata["harnessctl_harness"] == rollout.harness
-        assert trajectory.metadata["harnessctl_seed"] == rollout.seed
+        assert trajectory.metadata["harnessctl_seed"] == rollout.seed == place
         assert trajectory.messages() == rollout.messages  # what ART's chat template sees
         choices = [m for m in trajectory.messages_and_choices if isinstance(m, Choice)]
         assert len(choices) == len(rollout.calls) == 2 and not trajectory.additional_histories
@@ -172,7 +184,24 @@ def test_all_fail_groups_are_replaced_by_their_sibling_rollouts(pool_dir, art):
             assert token_ids(choice) == call.completion_ids  # ids of this rollout's seed
             assert call.completion_ids[0] >= 10_000 * rollout.seed
             assert [t.logprob for t in choice.logprobs.content] == call.logprobs
-    assert {t.metadata["harnessctl_seed"] for t in rescued.trajectories} == {0, 1}
+    rewards = [t.reward for t in rescued.trajectories]
+    advantages = group_advantages(rewards)
+    assert hook.take_metrics() == RescueMetrics(
+        groups=3,
+        all_fail=2,
+        rescued=1,
+        rescued_zero_variance=int(len(set(rewards)) == 1),  # replace: all ones, advantage 0
+        rescued_rows=len(fresh_rows),
+        rescued_mean_abs_advantage=sum(abs(advantages[i]) for i in fresh_rows) / len(fresh_rows),
+    )
+    assert hook.take_metrics() == RescueMetrics()  # the next batch starts from nothing
+    if mix == "keep-failures":
+        assert rewards == [1.0, 0.0] and advantages[0] > 0.7  # a gradient on the rescue
+
+
+def test_an_unknown_mix_is_refused():
+    with pytest.raises(ValueError, match="keep-failures, replace"):
+        rescue_after_each(None, None, task_of=lambda g: None, mix="half")
 
 
 def test_a_rewritten_context_becomes_an_additional_history(art):
@@ -215,7 +244,7 @@ def test_arts_own_tokenizer_trains_on_exactly_the_rescued_rollouts_tokens(pool_d
 
     with OpenAIStub(vllm_reply(dbbench_turns, offset=seeded)) as stub, Pool.load(out) as pool:
         policy = EndpointPolicy(stub.url, "Qwen/Qwen2.5-7B-Instruct", tokens=True)
-        hook = rescue_after_each(pool, policy, task_of=lambda g: task)
+        hook = rescue_after_each(pool, policy, task_of=lambda g: task, mix="replace")
         (group,) = asyncio.run(gather([ready()], after_each=hook))
     assert hook.rescued == 1
     rollouts = {o.rollout_id: o for r in hook.results for o in r.attempted}
