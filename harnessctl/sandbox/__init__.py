@@ -93,6 +93,7 @@ def stage_packages(root: Path, packages: tuple, lock: threading.Lock) -> list[st
                 tmp = root / "envs" / f".{code.package}-{code.version}.tmp"
                 shutil.rmtree(tmp, ignore_errors=True)
                 copy_tree(code.path, tmp / code.package)  # what its version hashed
+                precompile(tmp)
                 for dirpath, _dirnames, filenames in os.walk(tmp):
                     for name in filenames:
                         os.chmod(Path(dirpath) / name, 0o444)
@@ -100,6 +101,18 @@ def stage_packages(root: Path, packages: tuple, lock: threading.Lock) -> list[st
                 tmp.rename(target)
         dirs.append(rel)
     return dirs
+
+
+def precompile(root: Path) -> None:
+    """Byte-compile the trusted Python sources under ``root`` (the runtime's and an
+    environment's private copies) before they are made read only, so a rollout's interpreter
+    loads them instead of compiling them again in every sandbox (about a third of a
+    simulated rollout's start-up on two busy cores). Never used on a harness tree: compiling
+    untrusted code on the host is left to the sandbox. An interpreter of another version
+    ignores these files (their magic number differs) and compiles as before."""
+    import compileall
+
+    compileall.compile_dir(str(root), quiet=2, workers=1)
 
 
 OWNER_FILE = ".hx-owner"

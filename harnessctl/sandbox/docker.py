@@ -59,7 +59,7 @@ from ..constants import (
 )
 from ..errors import HarnessctlError
 from ..trees import copy_tree
-from . import Job, Limits, SandboxResult, stage_packages
+from . import Job, Limits, SandboxResult, precompile, stage_packages
 from .docker_files import copy_in, copy_out, read_only_tree, read_tail
 from .docker_reaper import (
     WORKDIR_PREFIX,
@@ -223,6 +223,7 @@ class DockerSandbox:
         mark_workdir(self.root)
         runtime_src = Path(__file__).resolve().parent.parent / "runtime"
         copy_tree(runtime_src, self.root / "rt" / "harnessctl_runtime")  # what was hashed
+        precompile(self.root / "rt")  # used where the image's Python is the host's version
         read_only_tree(self.root / "rt")
         (self.root / "harnesses").mkdir(mode=0o755)
         (self.root / "envs").mkdir(mode=0o755)

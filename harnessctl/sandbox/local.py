@@ -48,7 +48,7 @@ from ..bounds import TAIL_BYTES  # what the host keeps of each of stdout and std
 from ..constants import RT_ENV_ENV_PATH, RT_ENV_HARNESS, RT_ENV_TASK
 from ..errors import HarnessctlError
 from ..trees import copy_tree
-from . import Job, SandboxResult, mark_owner, reap_stale, stage_packages
+from . import Job, SandboxResult, mark_owner, precompile, reap_stale, stage_packages
 
 SANDBOX_UID = 65534  # nobody
 BOOT = "import sys; sys.path.insert(0, {path!r}); from harnessctl_runtime.boot import main; main()"
@@ -158,6 +158,7 @@ class LocalSandbox:
         runtime_src = Path(__file__).resolve().parent.parent / "runtime"
         runtime_dst = self.root / "rt" / "harnessctl_runtime"
         copy_tree(runtime_src, runtime_dst)  # what runtime_version hashed
+        precompile(runtime_dst)
         _read_only(self.root / "rt")
         self.prefix, self.isolation = self._choose_isolation()
 
