@@ -3,7 +3,8 @@
 SkyRL's own entrypoint with one change: the generator is wrapped by
 ``harnessctl.integrations.skyrl.RescuingGenerator``. Each dataset row carries its task in a
 ``harnessctl_task`` column as a JSON string (``harnessctl.pool.rows.task_columns``; SkyRL
-passes the extra columns as ``env_extras``).
+passes the extra columns as ``env_extras``). tests/integrations/test_integration_skyrl.py
+loads this file against skyrl 0.4.0 and runs its generator on a batch.
 
     python examples/trainers/skyrl_generator.py trainer.policy.model.path=Qwen/Qwen3-8B ...
 
@@ -34,6 +35,10 @@ class RescuePPOExp(BasePPOExp):
             endpoint=inference_engine_client,  # its get_endpoint_url() + "/v1"
             k=2,
             max_concurrency=8,
+            # half of a rescued group keeps its base failures, so GRPO's advantage on it is
+            # not zero ("replace": every row from a sibling); rollout_metrics get the
+            # harnessctl/rescue_* counts, which SkyRL's trainer logs
+            mix="keep-failures",
         )
 
 

@@ -460,3 +460,44 @@ def test_zero_reward_on_non_stop_and_overlong_filtering_apply_to_rescued_rows(po
     assert generator.last_metrics.rescued_zero_variance == 0
     # the same rollouts without the rules: row 1 keeps its reward and mask
     assert unruled["rewards"][1][-1] == 1.0 and unruled["loss_masks"][1] == seq1.response_mask
+
+
+def test_the_example_wraps_skyrls_generator_as_its_config_says(pool_dir, monkeypatch):
+    """examples/trainers/skyrl_generator.py against skyrl 0.4.0: its get_generator wraps
+    BasePPOExp's generator, names the policy as SkyRL resolves it, and obeys the generator
+    config; the batch it returns passes SkyRL's validation."""
+    sky = real_skyrl()
+    import importlib.util
+    from pathlib import Path
+
+    from skyrl.train.config import SkyRLTrainConfig
+    from skyrl.train.entrypoints.main_base import BasePPOExp
+
+    path = Path(__file__).parents[2] / "examples" / "trainers" / "skyrl_generator.py"
+    spec = importlib.util.spec_from_file_location("skyrl_generator_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    ws, out = pool_dir
+    cfg = SkyRLTrainConfig.from_cli_overrides(
+        ["trainer.policy.model.path=Qwen/Qwen3-0.6B", "trainer.max_prompt_length=4096"]
+    )
+    records = [("solvable", dbbench_record(ws, 4))]
+    with OpenAIStub(vllm_reply(dbbench_turns)) as stub:
+        rewards = {"solvable": [0.0, 0.0]}
+
+        def base_generator(self, cfg, tokenizer, client):  # SkyRLGymGenerator needs a model
+            return BaseGenerator(client, rewards, cfg=cfg.generator)
+
+        monkeypatch.setattr(BasePPOExp, "get_generator", base_generator)
+        monkeypatch.setattr(example, "POOL", str(out))
+        exp = example.RescuePPOExp.__new__(example.RescuePPOExp)  # no Ray, no placement
+        generator = exp.get_generator(cfg, None, Engines(stub.url))
+        assert isinstance(generator, RescuingGenerator) and isinstance(exp, BasePPOExp)
+        assert generator.model == "Qwen/Qwen3-0.6B" and generator.mix == "keep-failures"
+        assert generator.rules.max_input_length == 4096  # SkyRL filled it from the trainer's
+        batch = batch_of(sky, records, 2)
+        output = validated(sky, batch, run(generator, batch))
+        generator.pool.close()
+    assert {b["model"] for b in (r.body for r in stub.chat_requests)} == {"Qwen/Qwen3-0.6B"}
+    assert output["rewards"][0][-1] == 1.0 and output["rewards"][1] == [0.0, 0.0, 0.0, 0.0]
+    assert output["rollout_metrics"]["harnessctl/rescue_rescued"] == 1
