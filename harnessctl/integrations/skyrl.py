@@ -3,8 +3,9 @@
 Follows SkyRL's generator contract of ``skyrl`` 0.4.0 (``skyrl/train/generators/base.py``,
 ``skyrl/train/trainer.py``, ``skyrl/train/utils/trainer_utils.py``: ``validate_generator_output``)
 and of the legacy ``skyrl-train`` 0.3.1 (``skyrl_train/generators/base.py``). Nothing of SkyRL
-is imported. Install it by overriding ``BasePPOExp.get_generator``
-(``examples/trainers/skyrl_generator.py``).
+is imported (it requires Python >= 3.12); its tests run against skyrl 0.4.0's own types,
+``validate_generator_output`` and GRPO advantage in an environment of its own. Install it by
+overriding ``BasePPOExp.get_generator`` (``examples/trainers/skyrl_generator.py``).
 
 SkyRL's trainer awaits ``generate`` with the inference engines awake and puts them to sleep
 after it returns, so the rescue runs inside it: the inner generator's batch first; then each
