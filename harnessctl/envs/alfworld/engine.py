@@ -22,6 +22,7 @@ stdin, which also comes when the host process dies in any way, so none outlives 
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
@@ -51,6 +52,41 @@ def _memo_translation(translate: Any) -> Any:
     return cached
 
 
+def _memo_parse(parse: Any) -> Any:
+    """A TextWorld grammar parser (``textworld.envs.pddl.textgen._parse_and_convert``,
+    ``textworld.logic._parse_and_convert``) memoised on its text: TextWorld parses the same
+    few hundred template and query strings with a PEG parser at every step, about half of a
+    game process's time. Each call gets a deep copy of the parsed symbols, as a fresh parse
+    gives it (callers set contexts on them). Equivalence with ALFWorld's own environment is
+    tested (tests/envs/alfworld/test_alfworld_official.py)."""
+
+    @functools.lru_cache(maxsize=4096)
+    def cached(text: str, options: tuple) -> Any:
+        return parse(text, **dict(options))
+
+    def memo(*args: Any, **kwargs: Any) -> Any:
+        options = tuple(sorted(kwargs.items()))
+        if len(args) != 1 or not isinstance(args[0], str):
+            return parse(*args, **kwargs)
+        try:
+            hash(options)
+        except TypeError:
+            return parse(*args, **kwargs)
+        return copy.deepcopy(cached(args[0], options))
+
+    memo.__wrapped_parse__ = parse  # type: ignore[attr-defined]
+    return memo
+
+
+def _memo_parsers() -> None:
+    import textworld.logic
+    from textworld.envs.pddl import textgen
+
+    for module in (textgen, textworld.logic):
+        if not hasattr(module._parse_and_convert, "__wrapped_parse__"):
+            module._parse_and_convert = _memo_parse(module._parse_and_convert)
+
+
 def make_env() -> Any:
     """A game environment as ALFWorld's evaluation builds it (``AlfredTWEnv.init_env``):
     TextWorld's PDDL environment with the ``won`` and ``admissible_commands`` infos, wrapped
@@ -62,6 +98,7 @@ def make_env() -> Any:
 
     if not hasattr(fast_downward.pddl2sas, "__wrapped_translation__"):
         fast_downward.pddl2sas = _memo_translation(fast_downward.pddl2sas)
+    _memo_parsers()
     request = textworld.EnvInfos(**{name: True for name in _REQUEST})
     return AlfredDemangler(PddlEnv(request))
 
