@@ -50,6 +50,7 @@ def tau2() -> SimpleNamespace:
         raise ConfigError(
             "env", f"tau2 needs tau2-bench's package: {INSTALL_HINT} ({exc})"
         ) from exc
+    _fast_db_load()
     return SimpleNamespace(
         AssistantMessage=AssistantMessage,
         BaseAgent=BaseAgent,
@@ -71,6 +72,33 @@ def tau2() -> SimpleNamespace:
         evaluate_simulation=evaluate_simulation,
         registry=registry,
     )
+
+
+@cache
+def _db_text(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def _fast_db_load() -> None:
+    """tau2 builds a fresh domain database for every environment (three an episode: the
+    agent's, and the predicted and gold ones its evaluator replays) by ``json.load`` and a
+    Python-mode validation of the shipped file: 330 ms each for airline and retail. Their
+    JSON files are read once here and validated by pydantic's JSON mode, which builds the
+    same models (equal, same hash) in 144 and 44 ms; other formats load as tau2 loads them."""
+    from tau2.environment.db import DB
+
+    original = DB.__dict__["load"].__func__
+    if getattr(original, "__json_mode__", False):
+        return
+
+    def load(cls: Any, path: str) -> Any:
+        if str(path).endswith(".json"):
+            return cls.model_validate_json(_db_text(str(path)))
+        return original(cls, path)
+
+    load.__json_mode__ = True  # type: ignore[attr-defined]
+    DB.load = classmethod(load)
 
 
 def new_environment(domain: str) -> Any:
