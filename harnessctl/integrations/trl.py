@@ -13,6 +13,8 @@ its tests run. examples/trainers/trl_rescue.py has the whole wiring::
   writes (:func:`task_rows`): TRL hands ``rollout_func`` only the prompts, so the prompt *is*
   the task. TRL's ``RepeatSampler`` repeats each prompt ``num_generations`` times in a row,
   so the prompts come in groups of that size (checked: a group's prompts must be equal).
+  One process: with several, TRL spreads a group's rows over them, and the rule needs the
+  whole group (refused with that message).
 - :class:`HarnessRollouts` (the ``rollout_func``) runs one rollout per prompt under the pool's
   base harness, with the trainer's model served by :class:`PolicyServer`: a loopback
   OpenAI-compatible endpoint, in this process, that generates with ``trainer.model`` itself,
@@ -432,6 +434,12 @@ class HarnessRollouts:
         return batch.samples, batch.metrics.as_dict()
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
+        processes = int(getattr(getattr(trainer, "accelerator", None), "num_processes", 1))
+        if processes > 1:  # TRL then spreads a group's rows over the processes
+            raise RuntimeError(
+                f"HarnessRollouts needs every group on one process, and TRL runs {processes}: "
+                "train on one process (the rollouts, not the trainer, are the parallel part)"
+            )
         training = bool(trainer.model.training)
         size = trainer.num_generations if training else trainer.num_generations_eval
         tokenizer = getattr(trainer, "_tokenizer", None) or trainer.processing_class

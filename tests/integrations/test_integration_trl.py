@@ -174,6 +174,14 @@ def test_an_all_fail_group_gets_sibling_rows_and_a_group_with_a_success_is_kept(
     assert metrics["harnessctl/rescue_rescued_mean_abs_advantage"][0] > 0
 
 
+def test_several_processes_are_refused_since_they_split_groups():
+    trainer = fake_trainer()
+    trainer.accelerator = SimpleNamespace(num_processes=2)
+    rollouts = HarnessRollouts(Scripted(), rescue=True)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="every group on one process"):
+        rollouts([encode_task(TASK)] * 4, trainer)
+
+
 # --- the real model --------------------------------------------------------------------------
 
 
