@@ -25,7 +25,44 @@ install_main() {
     .venv/bin/pip install -q -e '.[test,trainers,alfworld,local-model,view,tau2]' \
         -e examples/toyenv
 }
+# SkyRL (skyrl 0.4.0) requires Python >= 3.12 and this project's environments are 3.11, so
+# the real-class half of tests/integrations/test_integration_skyrl.py runs in an environment
+# of its own. pyenv's 3.12 is not on PATH everywhere (its shim refuses it), so it is looked
+# for there too. torch first, pinned: no CPU build of torch for 3.12 is on PyPI, so this is
+# PyPI's CUDA build (about 3 GB of downloads), which runs on the CPU. skyrl with its declared
+# dependencies and, of its skyrl-train extra, only what the imported modules need (the full
+# extra wants flash-attn, vllm-router and nixl, which need a GPU); docs/decisions.md
+python312() {
+    local py
+    for py in python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12; do
+        if "$py" --version >/dev/null 2>&1; then
+            echo "$py"
+            return
+        fi
+    done
+    echo "test.sh: no Python 3.12 (skyrl 0.4.0 requires it)" >&2
+    return 1
+}
+install_skyrl() {
+    local py
+    py="$(python312)"
+    "$py" -m venv .venv-skyrl
+    .venv-skyrl/bin/pip install -q torch==2.13.0
+    .venv-skyrl/bin/pip install -q -e . pytest pytest-timeout skyrl==0.4.0 transformers==5.16.1 \
+        skyrl-gym==0.4.0 ray==2.57.0 torchdata==0.11.0 jaxtyping==0.3.11 loguru==0.7.3 \
+        omegaconf==2.4.0 orjson==3.13.0 pybase64==1.5.1
+}
+# SkyRL's environment is installed and its tests run in the background, beside everything
+# else: mostly downloads and unpacking, it overlaps the other runs' waits on sandboxes
+skyrl_job() {
+    install_skyrl
+    echo "test.sh: SkyRL environment installed $((SECONDS - START)) s"
+    HARNESSCTL_TEST_SKYRL=1 .venv-skyrl/bin/python -m pytest -q -p no:cacheprovider \
+        tests/integrations/test_integration_skyrl.py
+}
 LOGS="$(mktemp -d)"
+skyrl_job >"$LOGS/skyrl.log" 2>&1 &
+SKYRL=$!
 install_art >"$LOGS/art.log" 2>&1 &
 ART=$!
 install_main >"$LOGS/main.log" 2>&1 &
@@ -47,3 +84,10 @@ phase "ART and Agent Lightning tests done"
 # them a third idle: waits on sandboxes, servers and subprocesses (docs/decisions.md)
 .venv/bin/python -m pytest -q -n 2 --dist loadfile
 phase "all tests done"
+if ! wait "$SKYRL"; then
+    tail -60 "$LOGS/skyrl.log" >&2
+    echo "test.sh: installing or testing the SkyRL environment failed" >&2
+    exit 1
+fi
+grep -v "^WARNING: Location" "$LOGS/skyrl.log" | tail -8
+phase "SkyRL tests done"
