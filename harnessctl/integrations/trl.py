@@ -36,11 +36,12 @@ its tests run. examples/trainers/trl_rescue.py has the whole wiring::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -177,14 +178,16 @@ class PolicyServer:
         prompt = template_ids(self.tokenizer, body["messages"], self.replies)
         limit = min(int(body.get("max_tokens") or self.max_new_tokens), self.max_new_tokens)
         temperature = float(body.get("temperature", 1.0))
-        with self._lock, torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(int(body.get("seed") or 0) + self.calls)
+        device = self.model.device
+        mask = torch.ones(1, len(prompt), dtype=torch.long, device=device)
+        with self._lock, _eval_mode(self.model), torch.random.fork_rng(devices=[]):
+            # the request's seed and the prompt's length: each call of a rollout samples its
+            # own stream, the same whatever order concurrent rollouts arrive in
+            torch.manual_seed(int(body.get("seed") or 0) * 7919 + len(prompt))
             self.calls += 1
             out = self.model.generate(
-                torch.tensor([prompt], device=self.model.device),
-                attention_mask=torch.ones(
-                    1, len(prompt), dtype=torch.long, device=self.model.device
-                ),
+                torch.tensor([prompt], device=device),
+                attention_mask=mask,
                 max_new_tokens=max(1, limit),
                 do_sample=temperature > 0,
                 temperature=temperature if temperature > 0 else None,
@@ -232,6 +235,21 @@ class PolicyServer:
                 "total_tokens": len(got.prompt_ids) + len(got.ids),
             },
         }
+
+
+@contextlib.contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    """``model`` in eval mode and without gradients while it generates: a trainer's model is
+    in train mode, where gradient checkpointing turns the key-value cache off (each new
+    token would recompute the whole sequence). The trainer waits on the rollouts meanwhile,
+    so nothing trains while the mode is switched."""
+    training = bool(model.training)
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(training)
 
 
 def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:

@@ -33,6 +33,7 @@ try:  # the `trainers` extra (trl, gguf) and examples/toyenv; .ci/run installs b
     from harnessctl.integrations.trl import (
         REWARD,
         HarnessRollouts,
+        PolicyServer,
         ReplyIds,
         prompt_groups,
         rollout_reward,
@@ -207,6 +208,23 @@ def test_a_served_reply_is_templated_with_the_ids_the_model_generated(policy):
     ids = template_ids(tokenizer, messages, replies)
     assert ids[: len(first)] == first
     assert ids[len(first) : len(first) + len(odd)] == odd
+
+
+def test_the_server_samples_by_seed_and_leaves_the_model_training(policy):
+    model, tokenizer = policy
+    model.train()
+    server = PolicyServer(model, tokenizer, max_new_tokens=6)
+    body = {"messages": [{"role": "user", "content": "Say hi."}], "seed": 3}
+    first, again = server.generate(body), server.generate(body)
+    assert first.ids == again.ids and len(first.logprobs) == len(first.ids) <= 6
+    assert all(lp <= 0 for lp in first.logprobs) and model.training
+    assert first.prompt_ids == template_ids(tokenizer, body["messages"], ReplyIds())
+    # the reply is remembered: a conversation holding it is templated with its very ids
+    follow = [*body["messages"], {"role": "assistant", "content": first.text}]
+    ended = first.finish_reason == "stop"
+    reply = first.ids[:-1] if ended else first.ids
+    held = template_ids(tokenizer, follow, server.replies)
+    assert held[: len(first.prompt_ids) + len(reply)] == first.prompt_ids + reply
 
 
 @pytest.fixture(scope="module")
