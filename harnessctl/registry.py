@@ -16,7 +16,10 @@ returns the object itself (usually a class or a factory); the caller instantiate
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
+import sys
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
@@ -37,6 +40,23 @@ def load_object(target: str) -> Any:
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def _path_state() -> tuple:
+    """``sys.path`` with each entry's modification time: installing or removing a package
+    changes its directory's, so a changed state means entry points must be read again."""
+    state = []
+    for entry in sys.path:
+        try:
+            state.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            state.append((entry, None))
+    return tuple(state)
+
+
+@functools.lru_cache(maxsize=32)
+def _group_entry_points(group: str, _state: tuple) -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=group)}
 
 
 class Registry(Generic[T]):
@@ -61,7 +81,9 @@ class Registry(Generic[T]):
         self._registered.pop(name, None)
 
     def _entry_points(self) -> dict[str, Any]:
-        return {ep.name: ep for ep in entry_points(group=self.group)}
+        # reading every installed distribution's metadata took a seventh of a simulated
+        # rollout's host time when done for each rollout's policy; read once per path state
+        return dict(_group_entry_points(self.group, _path_state()))
 
     def names(self) -> list[str]:
         """Every name :meth:`get` resolves without a dotted path."""
