@@ -45,7 +45,7 @@ def load_object(target: str) -> Any:
 def _path_state() -> tuple:
     """``sys.path`` with each entry's modification time: installing or removing a package
     changes its directory's, so a changed state means entry points must be read again."""
-    state = []
+    state: list[tuple[str, int | None]] = []
     for entry in sys.path:
         try:
             state.append((entry, os.stat(entry or ".").st_mtime_ns))
