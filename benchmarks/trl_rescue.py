@@ -97,10 +97,20 @@ def step_rows(result: dict[str, Any], size: int) -> list[dict[str, Any]]:
     return rows
 
 
-def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _tally(steps: list[dict[str, Any]], key: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for step in steps:
+        for outcome, count in step[key].items():
+            out[outcome] = out.get(outcome, 0) + count
+    return dict(sorted(out.items()))
+
+
+def summary(rows: list[dict[str, Any]], steps: list[dict[str, Any]]) -> dict[str, Any]:
     wins = sum(r["base_successes"] for r in rows)
     n = sum(r["base_rollouts"] for r in rows)
     return {
+        "base_outcomes": _tally(steps, "base_outcomes"),
+        "sibling_outcomes": _tally(steps, "sibling_outcomes"),
         "base_successes": wins,
         "base_rollouts": n,
         "base_rate": wins / n if n else 0.0,
@@ -150,6 +160,13 @@ def markdown(report: dict[str, Any]) -> str:
             f"({lo:.2f}-{hi:.2f}) | {s['signal_groups']}/{s['groups']} "
             f"| {s['rescued']}/{s['all_fail']} all-fail |"
         )
+    lines += ["", "| arm | base rollouts' outcomes | sibling rollouts' outcomes (rescue) |"]
+    lines.append("|---|---|---|")
+    for arm, data in report["arms"].items():
+        s = data["summary"]
+        said = [", ".join(f"{k} {v}" for k, v in s[key].items()) or "none" for key in
+                ("base_outcomes", "sibling_outcomes")]  # fmt: skip
+        lines.append(f"| {arm} | {said[0]} | {said[1]} |")
     return "\n".join(lines) + "\n"
 
 
@@ -168,11 +185,13 @@ def plot(report: dict[str, Any], path: Path) -> None:
         left.plot(steps, rewards, marker="o", label=arm)
         left.fill_between(steps, low, high, alpha=0.15)
         right.plot(steps, [r["signal_groups"] for r in data["rows"]], marker="o", label=arm)
+    groups = report["setup"]["groups"]
     left.set(xlabel="GRPO step", ylabel="reward under the base harness", ylim=(-0.05, 1.05))
     left.set_title("policy's success under the base (95% Wilson band)")
-    right.set(xlabel="GRPO step", ylabel="groups whose rewards vary")
+    right.set(xlabel="GRPO step", ylabel="groups whose rewards vary", ylim=(-0.1, groups + 0.1))
     right.set_title("groups with a GRPO learning signal")
     for ax in (left, right):
+        ax.xaxis.get_major_locator().set_params(integer=True)
         ax.legend()
         ax.grid(alpha=0.3)
     fig.suptitle(f"TRL GRPO on the toy game, {report['setup']['model']} (CPU, few steps)")
@@ -196,7 +215,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             max_new_tokens=args.max_new_tokens, max_calls=args.max_calls,
         )  # fmt: skip
         rows = step_rows(result, args.size)
-        arms[arm] = {"rows": rows, "summary": summary(rows), "raw": result["steps"]}
+        arms[arm] = {
+            "rows": rows,
+            "summary": summary(rows, result["steps"]),
+            "raw": result["steps"],
+        }
     setup = {k: getattr(args, k) for k in ("model", "steps", "groups", "size", "seed")}
     setup.update(max_new_tokens=args.max_new_tokens, max_calls=args.max_calls)
     setup["seconds"] = time.monotonic() - started

@@ -40,7 +40,7 @@ import contextlib
 import json
 import statistics
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -357,6 +357,10 @@ class StepRecord:
     trained_rewards: list[float]
     rescue: dict[str, float] = field(default_factory=dict)
     unstitched: int = 0
+    #: outcome -> count, of the base rollouts and of the rescue's sibling rollouts (all of
+    #: them, kept or not)
+    base_outcomes: dict[str, int] = field(default_factory=dict)
+    sibling_outcomes: dict[str, int] = field(default_factory=dict)
 
     @property
     def base_reward(self) -> float:
@@ -436,8 +440,9 @@ class HarnessRollouts:
             for (g, _), out in zip(jobs, outputs, strict=True)
         ]
 
-    def rescued(self, samples: list[dict[str, Any]], step: int) -> tuple[list, dict]:
-        """``samples`` after the pool's rescue of its all-fail groups, and the metrics."""
+    def rescued(self, samples: list[dict[str, Any]], record: StepRecord) -> list[dict[str, Any]]:
+        """``samples`` after the pool's rescue of its all-fail groups (the metrics and the
+        sibling rollouts' outcomes go to ``record``)."""
         batch = rescue_batch(
             self.pool,
             samples,
@@ -445,11 +450,14 @@ class HarnessRollouts:
             task_of=lambda s: s["task"],
             convert=lambda out, s: {**s, "output": out, "reward": out.reward, "rescued": True},
             k=self.k,
-            seed=self.seed + 100_003 * step + 50_000,
+            seed=self.seed + 100_003 * record.step + 50_000,
             max_workers=max(1, self.max_workers),
             mix=self.mix,
         )
-        return batch.samples, batch.metrics.as_dict()
+        record.rescue = batch.metrics.as_dict()
+        tried = [out for result in batch.results.values() for out in result.attempted]
+        record.sibling_outcomes = dict(Counter(out.outcome for out in tried))
+        return list(batch.samples)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
         processes = int(getattr(getattr(trainer, "accelerator", None), "num_processes", 1))
@@ -465,8 +473,9 @@ class HarnessRollouts:
         step = int(trainer.state.global_step)
         samples = self.base_samples(prompt_groups(prompts, size), size, step)
         record = StepRecord(step, [float(s["reward"]) for s in samples], [])
+        record.base_outcomes = dict(Counter(s["outcome"] for s in samples))
         if self.rescue and training:
-            samples, record.rescue = self.rescued(samples, step)
+            samples = self.rescued(samples, record)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         limit = getattr(trainer, "max_completion_length", None)
         rows = [trl_row(s["output"], max_completion_length=limit, pad_id=pad) for s in samples]

@@ -159,6 +159,7 @@ def test_an_all_fail_group_gets_sibling_rows_and_a_group_with_a_success_is_kept(
     assert [s[2] for s in base] == [300_009 + 1000 * g + r for g in (0, 1) for r in range(4)]
     metrics = trainer._metrics["train"]
     assert metrics["harnessctl/base_reward"] == [0.5]  # before the rescue, both arms
+    assert rollouts.records[0].base_outcomes == {"invalid_format": 4, "success": 4}
     if not rescue:
         assert out[REWARD] == [0.0] * 4 + [1.0] * 4
         assert "harnessctl/rescue_rescued" not in metrics
@@ -173,6 +174,7 @@ def test_an_all_fail_group_gets_sibling_rows_and_a_group_with_a_success_is_kept(
     assert metrics["harnessctl/rescue_rescued"] == [1.0]
     assert metrics["harnessctl/rescue_rescued_rows"] == [2.0]
     assert metrics["harnessctl/rescue_rescued_mean_abs_advantage"][0] > 0
+    assert rollouts.records[0].sibling_outcomes == {"success": 2}
 
 
 def test_several_processes_are_refused_since_they_split_groups():
