@@ -66,3 +66,79 @@ def check_policy_params(model: str, params: dict) -> None:
             rates(params)
         except OfflineParamError as exc:
             raise ConfigError("--param", f"{model}: {exc}") from None
+
+
+#: Parameters of an OpenAI-style chat call, and the value each takes (checked offline).
+_UNIT = (0.0, 1.0)
+_NUMBER_RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (0.0, 2.0),
+    "top_p": _UNIT,
+    "min_p": _UNIT,
+    "presence_penalty": (-2.0, 2.0),
+    "frequency_penalty": (-2.0, 2.0),
+    "repetition_penalty": (0.0, 10.0),
+}
+_POSITIVE_INTS = ("max_tokens", "max_completion_tokens", "n", "top_logprobs", "top_k")
+_ANY_INTS = ("seed",)
+#: Names a call also takes that are not sampling parameters: litellm's call arguments and
+#: the OpenAI-compatible servers' extensions harnessctl uses (vLLM's token ids).
+_OTHER_KNOWN = (
+    "api_base",
+    "api_key",
+    "api_version",
+    "base_url",
+    "timeout",
+    "num_retries",
+    "stop",
+    "logprobs",
+    "logit_bias",
+    "response_format",
+    "reasoning_effort",
+    "tool_choice",
+    "parallel_tool_calls",
+    "extra_headers",
+    "extra_body",
+    "user",
+    "return_token_ids",
+    "organization",
+)
+
+
+def check_model_params(model: str, params: dict, secrets: dict | None = None) -> None:
+    """A real model's ``--param`` values checked before anything runs, offline: the common
+    sampling parameters' types and ranges (temperature in [0, 2], top_p in [0, 1],
+    max_tokens a positive integer...), and a name one or two letters from a known one
+    (``temprature``) refused as the typo it is: OpenAI-compatible servers such as vLLM
+    ignore a field they do not know, so the run would go on without it. Other names pass to
+    the provider, whose preflight call judges them. ``secrets`` (names that look like
+    credentials) are checked by name only: their values are never shown."""
+    import difflib
+
+    from ..policies import is_offline
+
+    if is_offline(model):
+        return
+    known = (*_NUMBER_RANGES, *_POSITIVE_INTS, *_ANY_INTS, *_OTHER_KNOWN)
+    hidden = secrets or {}
+    for name, value in {**params, **hidden}.items():
+        problem = None if name in hidden else _param_problem(name, value)
+        if problem is None and name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+            if close:
+                problem = f"unknown parameter {name!r}: did you mean {close[0]!r}?"
+        if problem:
+            raise ConfigError("--param", f"{model}: {problem}")
+
+
+def _param_problem(name: str, value: object) -> str | None:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if name in _NUMBER_RANGES:
+        low, high = _NUMBER_RANGES[name]
+        if not number or not low <= value <= high:  # type: ignore[operator]
+            return f"{name}={value!r} is not a number in [{low:g}, {high:g}]"
+    elif name in _POSITIVE_INTS:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return f"{name}={value!r} is not an integer >= 1"
+    elif name in _ANY_INTS and (not isinstance(value, int) or isinstance(value, bool)):
+        return f"{name}={value!r} is not an integer"
+    return None

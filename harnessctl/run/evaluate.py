@@ -27,7 +27,12 @@ from ..sandbox import Limits
 from ..suite import Suite
 from ..summary import EvalRecord, SkippedTask, Summary, summarize
 from .budget import resolve_budgets
-from .checks import check_policy_environment, check_policy_params, check_task_ids
+from .checks import (
+    check_model_params,
+    check_policy_environment,
+    check_policy_params,
+    check_task_ids,
+)
 from .executor import EXECUTORS, Pending, Progress, check_executor
 from .key import RolloutInputs
 
@@ -167,6 +172,7 @@ def evaluate(
     check_environment(request.harness, suite.config.env)
     check_policy_environment(request.policy.model, suite.config.env)
     check_policy_params(request.policy.model, request.policy.params)
+    check_model_params(request.policy.model, request.policy.params, request.policy.secrets)
     taskset = suite.tasks(request.split)
     tasks = taskset.tasks
     if request.task_ids:

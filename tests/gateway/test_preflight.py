@@ -198,6 +198,28 @@ def test_a_bad_param_of_a_simulated_policy_exits_2_before_any_rollout(workspace)
     assert load_workspace(workspace).open_store().rollouts() == []
 
 
+def test_a_bad_param_of_a_real_model_exits_2_offline_before_any_call(workspace):
+    """Issue #41: a real model's --param values and near-miss names are refused before the
+    preflight call (no server listens on the api_base: nothing was called)."""
+    model = ["--policy", "hosted_vllm/m", "--param", "api_base=http://127.0.0.1:9/v1"]
+    for param, says in [
+        ("temperature=3", "temperature=3 is not a number in [0, 2]"),
+        ("top_p=hot", "is not a number in [0, 1]"),
+        ("max_tokens=0", "max_tokens=0 is not an integer >= 1"),
+        ("temprature=0.5", "did you mean 'temperature'"),
+        ("max_token=64", "did you mean 'max_tokens'"),
+    ]:
+        result = invoke("eval", "dbbench-base", "--task", "dev-000", *model, "--param", param)
+        assert result.exit_code == 2, (param, result.output)
+        assert "--param" in result.output and says in result.output, (param, result.output)
+    assert load_workspace(workspace).open_store().rollouts() == []
+    # a name the check does not know passes on to the provider (vLLM's own, say)
+    from harnessctl.run.checks import check_model_params
+
+    check_model_params("hosted_vllm/m", {"top_k": 20, "return_token_ids": True, "seed": 3})
+    check_model_params("sim/dbbench", {"temperature": 9})  # a test double's own to judge
+
+
 def test_an_unknown_outcome_exits_2(workspace):
     result = invoke("rollouts", "--outcome", "bogus")
     assert result.exit_code == 2
