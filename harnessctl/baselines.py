@@ -235,29 +235,32 @@ def run_baselines(
     from .profiles.router import route
     from .profiles.runner import profile_pool
     from .run.evaluate import evaluate
+    from .run.group import run_group
 
     if heldout_split == evidence_split:
         raise ValueError(f"the held-out split is the evidence split ({heldout_split})")
     names = [s.name for s in siblings]
     combined = combine(base, siblings, combined_dir) if combined_dir is not None else None
-    train = profile_pool(
-        siblings, base, replace(template, split=evidence_split), store, progress=progress
-    )
-    profiles = {n: train.profiles[n] for n in names}
-    evidence = {n: profiles[n].success.rate for n in names}
     held = replace(template, split=heldout_split, rollouts=template.rollouts * attempts)
     table: Table = {}
     categories: dict[str, str] = {}
-    for spec in [base, *siblings, *([combined.spec] if combined else []), *extra]:
-        request = replace(held, harness=spec, command="bench")
-        rows = evaluate(request, store, progress=progress).complete(spec.name).rows
-        table[spec.name] = {
-            (r.task_id, r.seed): Outcome(
-                bool(r.success), r.model_calls, r.prompt_tokens + r.completion_tokens
-            )
-            for r in rows
-        }
-        categories.update({r.task_id: r.category for r in rows})
+    with run_group(store, held, "bench", base) as group:  # one run, the rest under it
+        evidence_req = replace(template, split=evidence_split, parent_run=group.id)
+        train = profile_pool(siblings, base, evidence_req, store, progress=progress)
+        for spec in [base, *siblings, *([combined.spec] if combined else []), *extra]:
+            request = group.child(replace(held, harness=spec))
+            rows = evaluate(request, store, progress=progress).complete(spec.name).rows
+            if spec is base:
+                group.stand_on(rows)
+            table[spec.name] = {
+                (r.task_id, r.seed): Outcome(
+                    bool(r.success), r.model_calls, r.prompt_tokens + r.completion_tokens
+                )
+                for r in rows
+            }
+            categories.update({r.task_id: r.category for r in rows})
+    profiles = {n: train.profiles[n] for n in names}
+    evidence = {n: profiles[n].success.rate for n in names}
     first = range(template.seed, template.seed + template.rollouts)
     pairs = sorted((t, s) for t in categories for s in first)
     cache: dict[str, list[str]] = {}

@@ -171,14 +171,15 @@ def latest_run(
     split: str | None = None,
     policy: str | None = None,
 ) -> Any:
-    """The newest finished (``done``) run a person started (not one an evolve made) of the
-    harness named ``harness`` with the given selection."""
+    """The newest finished (``done``) run of the harness named ``harness`` with the given
+    selection that a person asked for: an eval, or a harness's evaluation in a profile or a
+    bench (runs under those commands' own); never an evolve's judgement or re-test."""
     names = _harness_names(store)
     for run in store.runs():
         if run.status != "done" or names.get(run.harness_hash or "") != harness:
             continue
-        if run.parent_id:
-            continue
+        if run.parent_id and run.command.startswith(("evolve-", "reproduce")):
+            continue  # an evolve's own judgements and re-tests; profile's evals count
         if suite and run.suite != suite:
             continue
         if split and run.split != split:

@@ -215,3 +215,30 @@ def test_bad_references_exit_nonzero_naming_them(workspace):
     assert bad.exit_code == 2 and "--status" in bad.output
     missing = invoke("compare", "abcd1234", "dbbench-base")
     assert missing.exit_code != 0 and "abcd1234" in missing.output
+
+
+@pytest.mark.slow
+def test_a_profile_is_one_run_with_its_evaluations_folded_under_it(workspace):
+    """Issue #41: `profile` of two harnesses is one run in `runs` (the base's figures) with
+    each harness's evaluation under it; a harness name in `compare` still finds those."""
+    six = workspace / "examples" / "dbbench-six"
+    six.mkdir()
+    lines = (workspace / "examples" / "dbbench" / "dev.jsonl").read_text().splitlines()
+    (six / "dev.jsonl").write_text("\n".join(lines[:6]) + "\n")
+    text = (workspace / "examples" / "dbbench" / "suite.yaml").read_text()
+    (six / "suite.yaml").write_text(text.replace("name: dbbench-dev", "name: dbbench-six"))
+    make_variant(workspace, "terse", "return messages + self.history(state)", "return messages")
+    suite = ["--suite", "examples/dbbench-six", "--split", "dev", "--rollouts", 1]
+    json_of("profile", "dbbench-base", "terse", "--base", "dbbench-base", *suite)
+    top = json_of("runs")["runs"]
+    assert [(r["command"], r["harness"], r["children"]) for r in top] == [
+        ("profile", "dbbench-base", 2)
+    ]
+    every = json_of("runs", "--all")["runs"]
+    evals = [r for r in every if r["parent_id"] == top[0]["id"]]
+    assert sorted(r["harness"] for r in evals) == ["dbbench-base", "terse"]
+    base_eval = next(r for r in evals if r["harness"] == "dbbench-base")
+    assert top[0]["rollouts"] == base_eval["rollouts"] == 6
+    assert top[0]["successes"] == base_eval["successes"]
+    named = json_of("compare", "dbbench-base", "terse", *suite[:4])  # a suite directory
+    assert named["pairs"] == 6 and named["b"]["id"] in {r["id"] for r in evals}

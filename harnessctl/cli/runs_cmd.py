@@ -3,6 +3,7 @@ side by side (``harnessctl.runs``, ``harnessctl.compare``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -97,9 +98,13 @@ def compare_command(
     db = ws.open_store(store)
     names = {h.name for h in db.harnesses()}
 
+    suite_name = suite
+    if suite and (Path(suite).exists() or (ws.root / suite).exists()):
+        suite_name = ws.load_suite(suite).name  # a suite directory as other commands take
+
     def resolve(ref: str):
         if ref in names:
-            return latest_run(db, ref, suite=suite, split=split, policy=policy)
+            return latest_run(db, ref, suite=suite_name, split=split, policy=policy)
         return find_run(db, ref)
 
     run_a, run_b = resolve(a), resolve(b)

@@ -118,7 +118,13 @@ def routed_eval(
     by_name = {s.name: s for s in candidates}
     replaced: dict[tuple[str, int], Any] = {}
     for name, wanted in sorted(pairs.items()):
-        sub = replace(request, harness=by_name[name], pairs=wanted, command="eval-routed")
+        sub = replace(  # runs under the eval's own (issue #41: one row in `runs`)
+            request,
+            harness=by_name[name],
+            pairs=wanted,
+            command="eval-routed",
+            parent_run=base_run,
+        )
         for row in evaluate(sub, store, progress).complete(sub.harness.name).rows:
             replaced[(row.task_id, row.seed)] = row
     routed_rows = [replaced.get((r.task_id, r.seed), r) for r in base_rows]

@@ -20,6 +20,7 @@ from ..records import (
     SuiteRef,
 )
 from ..run.evaluate import EvalRequest, Progress, evaluate
+from ..run.group import run_group
 from .build import build_profile, rescue_matrix
 from .card import behavior_card
 
@@ -68,9 +69,12 @@ def profile_pool(
     for spec in harnesses:
         specs.setdefault(spec.name, spec)
     rows: dict[str, list] = {}
-    for name, spec in specs.items():
-        result = evaluate(replace(template, harness=spec, command="profile"), store, progress)
-        rows[name] = result.complete(name).rows
+    with run_group(store, template, "profile", base) as group:  # one run, each eval under it
+        for name, spec in specs.items():
+            result = evaluate(group.child(replace(template, harness=spec)), store, progress)
+            rows[name] = result.complete(name).rows
+            if name == base.name:
+                group.stand_on(rows[name])
     policy = ProfilePolicy(
         id=template.policy.id,
         model=template.policy.model,

@@ -73,3 +73,47 @@ def test_plain_progress_prints_at_start_now_and_then_and_at_the_end(tmp_path):
         "tasks 3/3 (100%), 13s elapsed",
     ]
     assert lines[3] == "report: writing..." and lines[4].startswith("report: writing: done in")
+
+
+def _pty_output(argv: list[str], cwd, limit_s: float = 300) -> list[tuple[float, bytes]]:
+    """Run ``argv`` on a pseudo-terminal (as a person's shell does) and return what it wrote,
+    each chunk with the seconds since the start it arrived at."""
+    import pty
+    import select
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the command, its stdout and stderr the terminal
+        os.chdir(cwd)
+        os.execve(argv[0], argv, {**os.environ, "TERM": "xterm"})
+    start, chunks = time.monotonic(), []
+    try:
+        while time.monotonic() - start < limit_s:
+            if not select.select([fd], [], [], 0.5)[0]:
+                continue
+            try:
+                data = os.read(fd, 65536)
+            except OSError:  # the terminal closed: the command ended
+                break
+            if not data:
+                break
+            chunks.append((time.monotonic() - start, data))
+    finally:
+        os.close(fd)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, b"".join(d for _, d in chunks)[-2000:]
+    return chunks
+
+
+@pytest.mark.slow
+def test_a_terminal_sees_what_runs_within_2_s_and_no_silence_over_5_s(workspace):
+    """Issue #41: in a terminal, a long command names its work within 2 s of starting and is
+    never silent for more than 5 s (the live bar and its labelled countdown redraw)."""
+    argv = [sys.executable, "-m", "harnessctl.cli", "eval", "dbbench-base", "--split", "train"]
+    chunks = _pty_output([*argv, "--rollouts", "1", "--workers", "2"], workspace)
+    times = [0.0] + [t for t, _ in chunks]
+    text = b"".join(d for _, d in chunks).decode("utf-8", "replace")
+    first_label = next(t for t, d in chunks if b"eval: dbbench-base" in d)
+    assert first_label < 2.0, text[:500]
+    assert max(b - a for a, b in zip(times, times[1:], strict=False)) <= 5.0
+    assert "left" in text and "success" in text  # the countdown is labelled; the summary

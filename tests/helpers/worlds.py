@@ -42,13 +42,22 @@ class World:
     result: dict
     seconds: float
     """How long the command took (the session's log shows it)."""
+    progress: tuple = ()
+    """The command's progress events (``--json`` writes them on stderr), as its clock
+    stamped them: ``(elapsed_s, work)``."""
 
     def to_json(self) -> dict:
-        return {"root": str(self.root), "result": self.result, "seconds": self.seconds}
+        return {
+            "root": str(self.root),
+            "result": self.result,
+            "seconds": self.seconds,
+            "progress": list(self.progress),
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> World:
-        return cls(Path(data["root"]), data["result"], data["seconds"])
+        progress = tuple(tuple(e) for e in data.get("progress", ()))
+        return cls(Path(data["root"]), data["result"], data["seconds"], progress)
 
     def copy(self, dest: Path) -> Path:
         """A copy of the workspace at ``dest`` (git repository, harnesses, store and
@@ -65,8 +74,9 @@ class World:
             yield
 
 
-def run_json(ws: Path, *args, timeout: float = 900) -> dict:
-    """``harnessctl ARGS --json`` in a subprocess in ``ws``, as a user runs it; its JSON."""
+def run_json(ws: Path, *args, timeout: float = 900, events: list | None = None) -> dict:
+    """``harnessctl ARGS --json`` in a subprocess in ``ws``, as a user runs it; its JSON
+    (and, into ``events``, its progress events from stderr)."""
     env = {**os.environ, "HARNESSCTL_WORKSPACE": str(ws)}
     proc = subprocess.run(
         [sys.executable, "-m", "harnessctl.cli", *map(str, args), "--json"],
@@ -77,6 +87,10 @@ def run_json(ws: Path, *args, timeout: float = 900) -> dict:
         timeout=timeout,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    if events is not None:
+        for line in proc.stderr.splitlines():
+            if line.startswith('{"kind": "progress"'):
+                events.append(json.loads(line))
     return json.loads(proc.stdout[proc.stdout.index("{") :])
 
 
@@ -111,5 +125,7 @@ def once_per_session(
 def build_world(ws: Path, *args, timeout: float = 900) -> World:
     """Run ``harnessctl ARGS --json`` in the workspace ``ws`` (already made) as a world."""
     start = time.monotonic()
-    result = run_json(ws, *args, timeout=timeout)
-    return World(ws, result, time.monotonic() - start)
+    events: list[dict] = []
+    result = run_json(ws, *args, timeout=timeout, events=events)
+    progress = tuple((e["elapsed_s"], e["work"]) for e in events)
+    return World(ws, result, time.monotonic() - start, progress)
