@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import BASE_HARNESS, EXAMPLE_SUITE, ROOT
+from tests.helpers.workspaces import KEPT_ENV
 
 SLOW_FIXTURES = frozenset({"dbbench_world", "small_pool"})
 """Session fixtures that run an evolve: every test using one is in the slow tier."""
@@ -21,6 +22,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def alfworld_translations(tmp_path_factory):
+    """ALFWorld's game translations kept once for the whole session (both test processes):
+    each is a pure function of its game, and translating is about half of a game process's
+    CPU (harnessctl.envs.alfworld.engine)."""
+    from tests.helpers.worlds import shared_dir
+
+    os.environ["HARNESSCTL_ALFWORLD_CACHE"] = str(shared_dir(tmp_path_factory, "alfworld-tr"))
+    yield
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +47,7 @@ def isolated_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     for key in list(os.environ):
-        if key == "HARNESSCTL_TEST_OUTPUT":  # where tests keep artifacts (screenshots)
+        if key in KEPT_ENV:  # artifacts (screenshots); the session's translation cache
             continue
         if key.startswith("HARNESSCTL_") or key.endswith("_API_KEY"):
             monkeypatch.delenv(key, raising=False)

@@ -12,11 +12,15 @@ import pytest
 
 from harnessctl.workspace import init_workspace
 
+KEPT_ENV = frozenset({"HARNESSCTL_TEST_OUTPUT", "HARNESSCTL_ALFWORLD_CACHE"})
+"""Variables isolation keeps: where tests keep artifacts; the session's shared cache of
+ALFWorld's game translations (a pure function of the game: tests/conftest.py)."""
+
 
 def isolate(mp: pytest.MonkeyPatch, home: Path, ws: Path) -> None:
     """conftest's isolation, for module-scoped fixtures (they start before it)."""
     for key in list(os.environ):
-        kept = key == "HARNESSCTL_TEST_OUTPUT"  # where tests keep artifacts
+        kept = key in KEPT_ENV
         if (key.startswith("HARNESSCTL_") and not kept) or key.endswith("_API_KEY"):
             mp.delenv(key)
     for key, value in {

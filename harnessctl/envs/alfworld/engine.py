@@ -22,15 +22,48 @@ stdin, which also comes when the host process dies in any way, so none outlives 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import hashlib
 import json
 import os
+import pickle
 import signal
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 _REQUEST = ("won", "admissible_commands")
+
+
+TRANSLATIONS_ENV = "HARNESSCTL_ALFWORLD_CACHE"
+"""Where translated games are kept across processes (default
+``~/.cache/harnessctl/alfworld-translations``; ``off`` keeps none)."""
+
+
+@functools.cache
+def _translator() -> str:
+    """The translator's version (its distribution's and TextWorld's): part of the key."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for dist in ("fast-downward-textworld", "textworld"):
+        try:
+            found.append(f"{dist}=={version(dist)}")
+        except PackageNotFoundError:
+            found.append(dist)
+    return ",".join(found)
+
+
+def _translations_dir() -> Path | None:
+    configured = os.environ.get(TRANSLATIONS_ENV)
+    if configured == "off":
+        return None
+    if configured:
+        return Path(configured)
+    return Path.home() / ".cache" / "harnessctl" / "alfworld-translations"
 
 
 def _memo_translation(translate: Any) -> Any:
@@ -38,18 +71,52 @@ def _memo_translation(translate: Any) -> Any:
     (the translator rewrites it to parse its own options). A reset translates the game's PDDL
     four times (1-3 s of pure Python) and the translation is a pure function of its inputs.
     A game makes 2 distinct translations of ~0.7 MB each: 300 of them hold a whole split
-    (ALFWorld's evaluation splits have 134 and 140 games), about 200 MB."""
+    (ALFWorld's evaluation splits have 134 and 140 games), about 200 MB.
+
+    Each translation is also kept on disk (:func:`_translations_dir`, keyed by a hash of the
+    translator's version and its inputs), so every engine process and every later command
+    loads it (3 ms) instead of translating again (0.1-0.5 s a game, about half of a game
+    process's CPU). The files are pickles written by this process alone into the user's own
+    cache directory, which harness code, run in its sandbox, cannot reach; a file that does
+    not load is translated again and replaced."""
 
     @functools.lru_cache(maxsize=300)
     def cached(domain: str, problem: str, verbose: bool = False, optimize: bool = False) -> Any:
+        where = _translations_dir()
+        path = None
+        if where is not None:
+            key = hashlib.sha256(
+                json.dumps([_translator(), domain, problem, verbose, optimize]).encode()
+            ).hexdigest()
+            path = where / f"{key[:32]}.pickle"
+            with contextlib.suppress(Exception):  # missing, partial or foreign: translate
+                return pickle.loads(path.read_bytes())
         argv = list(sys.argv)
         try:
-            return translate(domain, problem, verbose=verbose, optimize=optimize)
+            result = translate(domain, problem, verbose=verbose, optimize=optimize)
         finally:
             sys.argv[:] = argv
+        if path is not None:
+            _store(path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        return result
 
     cached.__wrapped_translation__ = translate  # type: ignore[attr-defined]
     return cached
+
+
+def _store(path: Path, data: bytes) -> None:
+    """Write ``data`` at ``path`` atomically (a reader sees the whole file or none); a cache
+    that cannot be written is no error."""
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _memo_parse(parse: Any) -> Any:
