@@ -76,8 +76,9 @@ def toy_tasks(split: str = "train") -> list:
     return load_suite(TOY).tasks(split).tasks
 
 
-def load_policy(model: str = "smollm2") -> tuple[Any, Any]:
-    """``(model, tokenizer)`` from a catalogue model's GGUF file (fetched and verified once),
+def load_policy(model: str = "smollm2", model_dir: Path | None = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` from a catalogue model's GGUF file (fetched and verified once,
+    into ``model_dir``: default the catalogue's, ``harnessctl.localmodel.fetch.model_dir``),
     in float32. The chat template's end of turn is the end of sequence and the padding (the
     SmolLM2 file names ``<|im_start|>`` as its end of sequence)."""
     import torch
@@ -85,7 +86,7 @@ def load_policy(model: str = "smollm2") -> tuple[Any, Any]:
 
     from harnessctl.localmodel.fetch import fetch_model
 
-    path = fetch_model(model)
+    path = fetch_model(model, model_dir)
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     policy = AutoModelForCausalLM.from_pretrained(
         path.parent, gguf_file=path.name, dtype=torch.float32
