@@ -226,8 +226,13 @@ def fit(agl, daemon_cls, trainer_cls, small_pool, tmp_path):
         cls = trainer_cls(backend, str(tmp_path / "step.json")) if trainer_cls else None
         algorithm = agl.VERL(verl_config(model_dir), daemon_cls=daemon_cls, trainer_cls=cls)
         # the proxy's spans carry the server's token ids: the batch's rows are built from them
+        # OtelTracer: the runner's own spans (the reward) without AgentOps, which writes
+        # agentops.log into the working directory
         trainer = agl.Trainer(
-            algorithm=algorithm, n_runners=1, adapter=agl.LlmProxyTraceToTriplet()
+            algorithm=algorithm,
+            n_runners=1,
+            adapter=agl.LlmProxyTraceToTriplet(),
+            tracer=agl.OtelTracer(),
         )
         with Pool.load(out) as pool, pytest.raises(Exception) as raised:
             trainer.fit(HarnessAgent(pool), train_dataset=rows, val_dataset=rows)
