@@ -198,6 +198,7 @@ def policy():
     return trl_rescue.load_policy("smollm2", MODEL_DIR)
 
 
+@pytest.mark.slow  # the slow tier (README, "Tests"): CI runs it
 def test_a_served_reply_is_templated_with_the_ids_the_model_generated(policy):
     _, tokenizer = policy
     text = "Action: go to countertop"
@@ -217,6 +218,7 @@ def test_a_served_reply_is_templated_with_the_ids_the_model_generated(policy):
     assert ids[len(first) : len(first) + len(odd)] == odd
 
 
+@pytest.mark.slow
 def test_the_server_samples_by_seed_and_leaves_the_model_training(policy):
     model, tokenizer = policy
     model.train()
@@ -242,6 +244,7 @@ def pool_dir(tmp_path_factory):
         return trl_rescue.toy_pool(root, evolve=trl_rescue.QUICK_EVOLVE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rescue", [False, True])
 def test_one_grpo_step_with_real_weights_is_finite_and_logged(policy, pool_dir, tmp_path, rescue):
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
