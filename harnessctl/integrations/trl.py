@@ -88,20 +88,35 @@ def template_ids(tokenizer: Any, messages: list[dict], replies: ReplyIds) -> lis
     """The prompt ids of ``messages`` under the tokenizer's chat template (with the
     generation prompt): the rendered text, each assistant message's content replaced by the
     ids generated for it when the server has them (see :class:`ReplyIds`)."""
-    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    text = _render(tokenizer, messages)
     ids: list[int] = []
     at = 0
-    for message in messages:
+    for i, message in enumerate(messages):
         content = message.get("content")
         if message.get("role") != "assistant" or not isinstance(content, str) or not content:
             continue
         known = replies.get(content)
-        where = text.find(content, at) if known is not None else -1
+        where = _reply_at(tokenizer, messages[:i], text, content, at) if known else -1
         if known is None or where < 0:
             continue
         ids += _encode(tokenizer, text[at:where]) + known
         at = where + len(content)
     return ids + _encode(tokenizer, text[at:])
+
+
+def _render(tokenizer: Any, messages: list[dict]) -> str:
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def _reply_at(tokenizer: Any, before: list[dict], text: str, content: str, at: int) -> int:
+    """Where an assistant message's content starts in the rendered ``text``: right after the
+    rendering of the messages before it with the generation prompt (the very prompt the reply
+    was generated from), else its first occurrence from ``at`` (a template that renders a
+    past turn otherwise); -1 when it is not there."""
+    prefix = _render(tokenizer, before) if before else ""
+    if at <= len(prefix) and text.startswith(prefix) and text.startswith(content, len(prefix)):
+        return len(prefix)
+    return text.find(content, at)
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:

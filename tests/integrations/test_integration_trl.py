@@ -216,6 +216,10 @@ def test_a_served_reply_is_templated_with_the_ids_the_model_generated(policy):
     ids = template_ids(tokenizer, messages, replies)
     assert ids[: len(first)] == first
     assert ids[len(first) : len(first) + len(odd)] == odd
+    # the reply's text inside an earlier message is not where the reply is
+    echo = [{"role": "user", "content": f"Write {text!r}."}, *messages[1:]]
+    start = template_ids(tokenizer, echo[:1], replies)
+    assert template_ids(tokenizer, echo, replies)[len(start) : len(start) + len(odd)] == odd
 
 
 @pytest.mark.slow
