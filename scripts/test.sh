@@ -16,6 +16,19 @@ install_art() {
     .venv-art/bin/pip install -q torch==2.13.0
     .venv-art/bin/pip install -q -e . 'openpipe-art==0.5.18' 'agentlightning==0.3.0' \
         transformers pytest pytest-timeout
+    # Agent Lightning's VERL path (agl.VERL, its daemon and the rescue daemon): verl 0.5.0, the
+    # release agentlightning 0.3.0 names and whose AsyncvLLMServer it imports, without its
+    # dependencies (they pin numpy<2 and tensordict<=0.9.1 and pull vLLM for GPU training):
+    # only what agl.VERL's entrypoint imports on a CPU. fastapi 0.139.0 and OpenTelemetry
+    # 1.44.0: agentlightning 0.3.0's store no longer pickles into Ray with fastapi >= 0.139.1
+    # (a lock in its routers), and its LLM proxy exports spans to localhost:4318 with the OTLP
+    # HTTP exporter >= 1.45 (docs/decisions.md)
+    .venv-art/bin/pip install -q --no-deps 'verl==0.5.0'
+    .venv-art/bin/pip install -q torch==2.13.0 'ray==2.60.0' 'hydra-core==1.3.8' \
+        'codetiming==1.4.0' 'tensordict==0.10.0' 'datasets==5.2.0' 'torchdata==0.11.0' \
+        'peft==0.21.2' 'fastapi==0.139.0' 'opentelemetry-api==1.44.0' \
+        'opentelemetry-sdk==1.44.0' 'opentelemetry-exporter-otlp==1.44.0' \
+        'opentelemetry-instrumentation==0.65b0'
 }
 # torch first, pinned: the trainers extra (verl, TRL) would otherwise resolve an unpinned torch
 # to a multi-GB CUDA build; 2.13.0 is a CPU build here
@@ -61,6 +74,9 @@ skyrl_job() {
         tests/integrations/test_integration_skyrl.py
 }
 LOGS="$(mktemp -d)"
+# the three test runs share their session fixtures (the small pool, made once for all)
+HARNESSCTL_TEST_SHARED="$(mktemp -d)"
+export HARNESSCTL_TEST_SHARED
 skyrl_job >"$LOGS/skyrl.log" 2>&1 &
 SKYRL=$!
 install_art >"$LOGS/art.log" 2>&1 &
@@ -76,18 +92,26 @@ for job in "art:$ART" "main:$MAIN"; do
 done
 grep -v "^WARNING: Location" "$LOGS/art.log" "$LOGS/main.log" | tail -20 || true
 phase "environments installed"
+# ART's and Agent Lightning's tests run in the background beside the main run (Ray, a
+# trainer's entrypoint and servers: much of their time is waiting); their log is shown at the
+# end, whole when they fail
 HARNESSCTL_TEST_ART=1 HARNESSCTL_TEST_AGL=1 .venv-art/bin/python -m pytest -q \
-    tests/integrations/test_integration_art.py tests/integrations/test_integration_agentlightning.py
-phase "ART and Agent Lightning tests done"
+    -p no:cacheprovider tests/integrations/test_integration_art.py \
+    tests/integrations/test_integration_agentlightning.py >"$LOGS/art-tests.log" 2>&1 &
+ART_TESTS=$!
 # two test processes, each module whole in one (its module fixtures built once); the session
 # worlds are built once for both (tests/helpers/worlds.py). On two cores one process left
 # them a third idle: waits on sandboxes, servers and subprocesses (docs/decisions.md)
 .venv/bin/python -m pytest -q -n 2 --dist loadfile
 phase "all tests done"
-if ! wait "$SKYRL"; then
-    tail -60 "$LOGS/skyrl.log" >&2
-    echo "test.sh: installing or testing the SkyRL environment failed" >&2
-    exit 1
-fi
-grep -v "^WARNING: Location" "$LOGS/skyrl.log" | tail -8
-phase "SkyRL tests done"
+for job in "art-tests:$ART_TESTS:ART and Agent Lightning tests" "skyrl:$SKYRL:SkyRL tests"; do
+    pid="${job#*:}"
+    pid="${pid%%:*}"
+    if ! wait "$pid"; then
+        tail -80 "$LOGS/${job%%:*}.log" >&2
+        echo "test.sh: the ${job##*:} (or their environment) failed" >&2
+        exit 1
+    fi
+    grep -v "^WARNING: Location" "$LOGS/${job%%:*}.log" | tail -6
+done
+phase "ART, Agent Lightning and SkyRL tests done"

@@ -12,9 +12,12 @@ import pytest
 
 from harnessctl.workspace import init_workspace
 
-KEPT_ENV = frozenset({"HARNESSCTL_TEST_OUTPUT", "HARNESSCTL_ALFWORLD_CACHE"})
+KEPT_ENV = frozenset(
+    {"HARNESSCTL_TEST_OUTPUT", "HARNESSCTL_ALFWORLD_CACHE", "HARNESSCTL_TEST_SHARED"}
+)
 """Variables isolation keeps: where tests keep artifacts; the session's shared cache of
-ALFWorld's game translations (a pure function of the game: tests/conftest.py)."""
+ALFWorld's game translations (a pure function of the game: tests/conftest.py); the directory
+concurrent test runs share (tests/helpers/worlds.py)."""
 
 
 def isolate(mp: pytest.MonkeyPatch, home: Path, ws: Path) -> None:

@@ -94,12 +94,20 @@ def run_json(ws: Path, *args, timeout: float = 900, events: list | None = None) 
     return json.loads(proc.stdout[proc.stdout.index("{") :])
 
 
+SHARED_ENV = "HARNESSCTL_TEST_SHARED"
+"""A directory that test runs started together share (scripts/test.sh runs the main, ART and
+SkyRL environments' tests at once): each session fixture is then made once for all of them
+(the small pool: about a minute each)."""
+
+
 def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
     """A directory for ``name`` that every test process of this session shares: the session's
     base temp directory, or under ``-n`` (pytest-xdist) the one above the workers' own."""
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         base = base.parent
+    if os.environ.get(SHARED_ENV):  # several test runs at once (scripts/test.sh)
+        base = Path(os.environ[SHARED_ENV])
     path = base / name
     path.mkdir(exist_ok=True)
     return path
