@@ -20,9 +20,7 @@ def _counting():
     return translate, calls
 
 
-def test_a_translation_is_made_once_across_processes_and_a_damaged_one_again(
-    tmp_path, monkeypatch
-):
+def test_a_translation_is_made_once_across_processes_and_a_damaged_one_again(tmp_path, monkeypatch):
     monkeypatch.setenv(engine.TRANSLATIONS_ENV, str(tmp_path / "cache"))
     translate, calls = _counting()
     first = engine._memo_translation(translate)  # one process
