@@ -163,6 +163,18 @@ def find_run(store: Any, ref: str) -> Any:
     return found[0]
 
 
+WHOLE_EVALUATIONS = ("profile", "bench")
+"""Commands whose runs under another are each a harness's whole evaluation on the selection
+(a profile's, a bench's), unlike an evolve's judgements and re-tests (extra seeds, chosen
+pairs) or a routed eval's sub-runs (the routed tasks only)."""
+
+
+def stands_for_harness(run: Any) -> bool:
+    """Whether ``run`` can be "the" run of its harness (``compare`` by name, the report): one
+    a person started, or a harness's whole evaluation inside a profile or bench."""
+    return not run.parent_id or run.command in WHOLE_EVALUATIONS
+
+
 def latest_run(
     store: Any,
     harness: str,
@@ -178,8 +190,8 @@ def latest_run(
     for run in store.runs():
         if run.status != "done" or names.get(run.harness_hash or "") != harness:
             continue
-        if run.parent_id and run.command.startswith(("evolve-", "reproduce")):
-            continue  # an evolve's own judgements and re-tests; profile's evals count
+        if not stands_for_harness(run):
+            continue
         if suite and run.suite != suite:
             continue
         if split and run.split != split:

@@ -242,3 +242,30 @@ def test_a_profile_is_one_run_with_its_evaluations_folded_under_it(workspace):
     assert top[0]["successes"] == base_eval["successes"]
     named = json_of("compare", "dbbench-base", "terse", *suite[:4])  # a suite directory
     assert named["pairs"] == 6 and named["b"]["id"] in {r["id"] for r in evals}
+
+
+def test_a_profiles_evaluation_stands_for_its_harness_a_routed_sub_run_never(tmp_path):
+    """A harness's evaluation inside a profile (or bench) is its run for `compare` by name
+    and the report; a routed eval's sub-run (the routed tasks only) and an evolve's
+    judgement are not."""
+    from harnessctl.runs import latest_run, stands_for_harness
+    from harnessctl.store import HarnessRow
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}", tmp_path / "traj")
+    for h, name in (("ha", "base"), ("hb", "sib")):
+        store.upsert_harness(HarnessRow(hash=h, name=name, path="x", manifest_json="{}"))
+    rows = [
+        RunRow(id="prof0001", command="profile", harness_hash="ha", split="dev", started_at=1e9),
+        RunRow(id="sibeval1", command="profile", harness_hash="hb", split="dev",
+               parent_id="prof0001", started_at=1.1e9),
+        RunRow(id="routed01", command="eval-routed", harness_hash="hb", split="dev",
+               parent_id="eval0001", started_at=1.2e9),
+        RunRow(id="judge001", command="evolve-judge", harness_hash="hb", split="dev",
+               parent_id="evolve01", started_at=1.3e9),
+    ]  # fmt: skip
+    for row in rows:
+        store.start_run(row)
+        store.finish_run(row.id, "done", None)
+    assert [stands_for_harness(store.run(r.id)) for r in rows] == [True, True, False, False]
+    assert latest_run(store, "sib").id == "sibeval1"
+    assert latest_run(store, "base").id == "prof0001"

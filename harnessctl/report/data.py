@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HarnessctlError
+from ..runs import stands_for_harness
 
 ALL = "all"  # the heatmap's overall column
 
@@ -110,10 +111,11 @@ def available_selections(rows: list[Any]) -> list[tuple[Selection, int]]:
 
 def _as_runs_report(store: Any, rows: list[Any], sel: Selection) -> list[Any]:
     """Each harness's rollouts as one run reports them (run identity): the members of its
-    newest finished run on the selection that a person started (an evolve's own run reports
-    the base's evaluation), else of its newest evaluation inside an evolve (``evolve-eval``:
-    a child on the whole split, not a judgement's extra seeds); a harness with neither (a
-    store from before runs recorded their membership) keeps every stored rollout."""
+    newest finished run on the selection that stands for it (one a person started, an
+    evolve's own reporting the base's evaluation, or its evaluation in a profile or bench),
+    else of its newest evaluation inside an evolve (``evolve-eval``: a child on the whole
+    split, not a judgement's extra seeds); a harness with neither (a store from before runs
+    recorded their membership) keeps every stored rollout."""
     chosen: dict[str, Any] = {}
     fallback: dict[str, Any] = {}
     for run in store.runs():  # newest first
@@ -121,7 +123,7 @@ def _as_runs_report(store: Any, rows: list[Any], sel: Selection) -> list[Any]:
             continue
         if run.policy_id != sel.policy_id or run.suite != sel.suite or run.split != sel.split:
             continue
-        if not run.parent_id:
+        if stands_for_harness(run):
             chosen.setdefault(run.harness_hash, run)
         elif run.command == "evolve-eval":
             fallback.setdefault(run.harness_hash, run)
