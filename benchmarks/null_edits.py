@@ -32,6 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harnessctl.stats import wilson_interval as wilson
+
 ROOT = Path(__file__).resolve().parent.parent
 # (label, base harness, suite, split, policy params): every environment with an offline
 # policy, and DBBench with a strong simulated agent (skill 0.9: base success ~0.85), where the
@@ -42,15 +44,6 @@ ENVIRONMENTS = [
     ("alfworld", "alfworld-base", "examples/alfworld", "train", []),
     ("dbbench-strong", "dbbench-base", "examples/dbbench", "train", ["skill=0.9"]),
 ]
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def figure(accepted: int, n: int) -> str:

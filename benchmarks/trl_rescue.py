@@ -39,21 +39,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harnessctl.stats import wilson_interval as wilson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "trainers"))
 import trl_rescue  # noqa: E402  (the example's wiring)
 
 ARMS = {"policy-only": False, "with-rescue": True}
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a success rate (95% by default); (0, 1) when n is 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _chunks(rewards: list[float], size: int) -> list[list[float]]:

@@ -68,13 +68,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from agentlightning import LLM, LitAgent
 
-from ..pool import EndpointPolicy, Pool, RolloutOutput
+from ..pool import EndpointPolicy, Pool, RolloutOutput, load_pool
 from ..pool.advantage import RescueMetrics, rescue_metrics
 from ..pool.rows import TASK_KEY, decode_task
 from ..pool.sampler import DEFAULT_MIX, RescueResult, RescueSlot, check_mix, decide, plan_group
@@ -149,18 +148,6 @@ def check_agentlightning(version: str | None = None) -> None:
             f"(its private fields), and agentlightning {version} is installed: install "
             f"agentlightning=={AGL_VERSION} or train without the rescue (HarnessAgent alone)"
         )
-
-
-_pools: dict[str, Pool] = {}
-_pools_lock = threading.Lock()
-
-
-def load_pool(path: str) -> Pool:
-    """The pool at ``path``, loaded (and verified) once per process."""
-    with _pools_lock:
-        if path not in _pools:
-            _pools[path] = Pool.load(path)
-        return _pools[path]
 
 
 @dataclass(frozen=True)

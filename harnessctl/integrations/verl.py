@@ -60,7 +60,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 import time
 from typing import Any
 
@@ -74,7 +73,7 @@ from verl.experimental.agent_loop.agent_loop import (
 from verl.protocol import DataProto
 from verl.utils.ray_utils import auto_await
 
-from ..pool import EndpointPolicy, Pool, RolloutOutput
+from ..pool import EndpointPolicy, RolloutOutput, load_pool
 from ..pool.advantage import rescue_metrics
 from ..pool.rows import TASK_KEY, decode_task
 from ..pool.sampler import DEFAULT_MIX, RescueResult, check_mix, plan_group
@@ -91,17 +90,6 @@ V1_REFUSED = (
     "trainer.use_v1=False (verl 0.9's default, the TransferQueue trainer, reads its samples "
     "from the queue, which this manager does not feed)"
 )
-
-_pools: dict[str, Pool] = {}
-_pools_lock = threading.Lock()
-
-
-def load_pool(path: str) -> Pool:
-    """The pool at ``path``, loaded (and verified) once per process."""
-    with _pools_lock:
-        if path not in _pools:
-            _pools[path] = Pool.load(path)
-        return _pools[path]
 
 
 def task_of(extra_info: Any, task_key: str = TASK_KEY) -> Any:

@@ -12,7 +12,14 @@ that carry a task as a JSON string; :mod:`.advantage` measures what a rescue gav
 """
 
 from .advantage import RescueMetrics, group_advantages, rescue_metrics
-from .api import EndpointPolicy, Pool, PoolHarness, RolloutInfraError, RolloutOutput
+from .api import (
+    EndpointPolicy,
+    Pool,
+    PoolHarness,
+    RolloutInfraError,
+    RolloutOutput,
+    load_pool,
+)
 from .integrity import PoolIntegrityError, verify_pool
 from .rows import decode_task, encode_task, task_columns
 from .sampler import (
@@ -28,6 +35,7 @@ from .tokens import CallSample, NoTokenIds, TokenSequence
 from .trainer import BatchRescue, arescue_batch, rescue_batch
 
 __all__ = [
+    "load_pool",
     "DEFAULT_MIX",
     "MIXES",
     "BatchRescue",

@@ -372,3 +372,16 @@ def _unpack(archive: Path) -> Path:
         tar.extractall(dest, filter="data")
     (inner,) = [p for p in dest.iterdir() if p.is_dir()]
     return inner
+
+
+_loaded: dict[str, Pool] = {}
+_loaded_lock = threading.Lock()
+
+
+def load_pool(path: str) -> Pool:
+    """The pool at ``path``, loaded (and verified) once per process: a trainer's workers ask
+    for the same pool at every batch."""
+    with _loaded_lock:
+        if path not in _loaded:
+            _loaded[path] = Pool.load(path)
+        return _loaded[path]

@@ -165,7 +165,6 @@ def evaluate(
     real model is first checked with one minimal call (``gateway.preflight``: exit 2 in
     seconds on a missing key or a dead server), then ``before_run(pending)`` is called (the
     CLI's cost estimate and confirmation); a fully cached run does neither."""
-    from ..store import HarnessRow, RunRow
 
     check_executor(request.executor)
     suite = request.suite
@@ -203,29 +202,7 @@ def evaluate(
         if before_run is not None:
             before_run(len(pending))
     store.mark_dead_runs()  # a killed run's claims are free again
-    store.upsert_harness(
-        HarnessRow(
-            hash=harness.hash,
-            name=harness.name,
-            path=str(harness.path),
-            manifest_json=harness.manifest.model_dump_json(),
-            created_at=time.time(),
-        )
-    )
-    run = store.start_run(
-        RunRow(
-            id=uuid.uuid4().hex,
-            command=request.command,
-            harness_hash=harness.hash,
-            suite=suite.name,
-            split=request.split,
-            policy_id=request.policy.id,
-            params_json=json.dumps(request.policy.params, sort_keys=True),
-            started_at=time.time(),
-            status="running",
-            parent_id=request.parent_run,
-        )
-    )
+    run = start_run(store, request)
     rows = {k: found[k] for k in found}
     infra_failed: list[str] = []
     interrupted = False
@@ -266,6 +243,37 @@ def evaluate(
         problems=taskset.problems,
         summary=summary,
         interrupted=interrupted,
+    )
+
+
+def start_run(store, request: EvalRequest, command: str | None = None):
+    """Record the request's harness and start its run (``command``: the request's own), under
+    ``request.parent_run`` when it names one; the new run row."""
+    from ..store import HarnessRow, RunRow
+
+    harness = request.harness
+    store.upsert_harness(
+        HarnessRow(
+            hash=harness.hash,
+            name=harness.name,
+            path=str(harness.path),
+            manifest_json=harness.manifest.model_dump_json(),
+            created_at=time.time(),
+        )
+    )
+    return store.start_run(
+        RunRow(
+            id=uuid.uuid4().hex,
+            command=command or request.command,
+            harness_hash=harness.hash,
+            suite=request.suite.name,
+            split=request.split,
+            policy_id=request.policy.id,
+            params_json=json.dumps(request.policy.params, sort_keys=True),
+            started_at=time.time(),
+            status="running",
+            parent_id=request.parent_run,
+        )
     )
 
 

@@ -14,15 +14,12 @@ its membership is those rollouts, set by the command once the base is evaluated
 from __future__ import annotations
 
 import contextlib
-import json
-import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..harness import HarnessSpec
-from .evaluate import EvalRequest
+from .evaluate import EvalRequest, start_run
 
 
 @dataclass
@@ -48,32 +45,9 @@ def run_group(
 ) -> Iterator[RunGroup]:
     """Record ``command``'s own run of ``harness`` (the base) while the block runs; it ends
     ``done`` with the members the block set, ``failed`` or ``interrupted`` if it raised."""
-    from ..store import HarnessRow, RunRow
     from ..summary import summarize
 
-    store.upsert_harness(
-        HarnessRow(
-            hash=harness.hash,
-            name=harness.name,
-            path=str(harness.path),
-            manifest_json=harness.manifest.model_dump_json(),
-            created_at=time.time(),
-        )
-    )
-    row = store.start_run(
-        RunRow(
-            id=uuid.uuid4().hex,
-            command=command,
-            harness_hash=harness.hash,
-            suite=template.suite.name,
-            split=template.split,
-            policy_id=template.policy.id,
-            params_json=json.dumps(template.policy.params, sort_keys=True),
-            started_at=time.time(),
-            status="running",
-            parent_id=template.parent_run,
-        )
-    )
+    row = start_run(store, replace(template, harness=harness), command)
     group = RunGroup(row.id, command)
     status = "failed"
     try:
