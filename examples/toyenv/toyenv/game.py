@@ -8,9 +8,10 @@ A game is a JSON object (one line of a task file, see ``tasks``)::
      "goal": {"put": "apple", "in": "fridge"}}
 
 ``goal`` is ``{"take": OBJECT}`` (hold it) or ``{"put": OBJECT, "in": PLACE}``. The player
-starts in the middle of the room, holds at most one object and acts with one command per
-step (``COMMAND_FORMS``). A command the game does not understand, or cannot carry out where
-the player is, answers ``Nothing happens.`` (as ALFWorld does) and says why in ``error``.
+starts in the middle of the room (or at the place a game names as its ``start``), holds at
+most one object and acts with one command per step (``COMMAND_FORMS``). A command the game
+does not understand, or cannot carry out where the player is, answers ``Nothing happens.``
+(as ALFWorld does) and says why in ``error``.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class World:
             }
             for p in copy.deepcopy(game["places"])
         }
-        self.at: str | None = MIDDLE
+        self.at: str | None = game.get("start", MIDDLE)
         self.holding: str | None = None
 
     # --- what the player sees -----------------------------------------------------------
@@ -189,7 +190,7 @@ def solve(game: dict[str, Any]) -> list[str]:
     goal = world.goal
     obj = goal.get("put", goal.get("take", ""))
     source = next(name for name, p in world.places.items() if obj in p["objects"])
-    plan = [f"go to {source}"]
+    plan = [f"go to {source}"] if world.at != source else []
     if world.places[source]["closed"]:
         plan.append(f"open {source}")
     plan.append(f"take {obj}")

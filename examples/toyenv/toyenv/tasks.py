@@ -36,7 +36,7 @@ def check_game(game: Any) -> None:
     """Raise :class:`GameError` naming the field path when ``game`` is not a playable game."""
     if not isinstance(game, dict):
         raise GameError(f"record: expected a JSON object, got {type(game).__name__}")
-    unknown = sorted(set(game) - {"name", "category", "room", "places", "goal"})
+    unknown = sorted(set(game) - {"name", "category", "room", "places", "goal", "start"})
     if unknown:
         raise GameError(f"record: unknown field(s) {unknown}")
     _text(game.get("category"), "category")
@@ -82,6 +82,8 @@ def check_game(game: Any) -> None:
             raise GameError(f"goal.in: there is no place {target!r}")
         if any(p["name"] == target and obj in (p.get("objects") or []) for p in places):
             raise GameError(f"goal: the {obj} is already in the {target}")
+    if "start" in game and _text(game["start"], "start") not in names:
+        raise GameError(f"start: there is no place {game['start']!r}")
     world = World(game)
     plan = solve(game)
     for command in plan:

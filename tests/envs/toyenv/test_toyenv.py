@@ -142,6 +142,36 @@ def test_a_broken_game_file_names_file_line_and_field(tmp_path):
     assert str(loaded.problems[2]).startswith(f"{path}:5: goal")
 
 
+def test_the_reach_suite_starts_at_a_named_place_and_every_game_is_won(tmp_path):
+    """examples/toyenv/reach (the TRL benchmark's games): a game's ``start`` puts the player at
+    a place, its replay is shorter by the walk, and a start naming no place is refused."""
+    from harnessctl.suite import load_suite
+    from toyenv import ToyEnvironment
+
+    suite = load_suite(TOY / "reach")
+    tasks = suite.all_tasks
+    assert len(tasks.tasks) == 24 and not tasks.problems
+    counts = {c: sum(t.category == c for t in tasks.tasks) for c in ("take-here", "open-here")}
+    assert counts == {"take-here": 8, "open-here": 8}
+    assert len(suite.tasks("train").tasks) == 12
+    env = suite.environment
+    for task in tasks.tasks:
+        episode = env.open_episode(task, 0)
+        first = episode.reset().observation
+        start = task.record.get("start")
+        assert first.startswith(f"You are at the {start}.") if start else "middle" in first
+        commands = [s["tool_call"]["arguments"]["command"] for s in env.replay(task)]
+        assert len(commands) == {"take-here": 1, "open-here": 2, "fetch": 2}[task.category]
+        for command in commands:
+            result = episode.step("act", command, None)
+        assert result.done and env.score(task, tmp_path, None, episode).success
+    bad = dict(tasks.tasks[0].record, start="moon")
+    path = tmp_path / "games.jsonl"
+    path.write_text(json.dumps(bad) + "\n")
+    loaded = ToyEnvironment().load_tasks(path)
+    assert [p.message for p in loaded.problems] == ["start: there is no place 'moon'"]
+
+
 def play(env, task, seed, params, *, reprompt=False, list_forms=False) -> str:
     """sim/toy against the game through a minimal text-protocol loop (toy-base's, in words):
     ``reprompt`` restates the format on a reply without an action (else the episode ends),
