@@ -305,6 +305,7 @@ ENVIRONMENTS: Registry[Environment] = Registry(
     {
         "dbbench": "harnessctl.envs.dbbench:DBBenchEnvironment",
         "alfworld": "harnessctl.envs.alfworld:AlfworldEnvironment",
+        "miniwob": "harnessctl.envs.miniwob:MiniwobEnvironment",
     },
     option="env",
 )

@@ -61,6 +61,8 @@ OFFLINE_POLICIES: Registry[OfflinePolicy] = Registry(
     {
         "sim/dbbench": "harnessctl.envs.dbbench.sim:SimDBBench",
         "sim/alfworld": "harnessctl.envs.alfworld.sim:SimAlfworld",
+        "sim/miniwob": "harnessctl.envs.miniwob.sim:SimMiniwob",
+        "replay/miniwob": "harnessctl.envs.miniwob.replay:ReplayMiniwob",
         "replay": "harnessctl.policies.replay:ReplayPolicy",
     },
     option="--policy",
@@ -76,6 +78,10 @@ OFFLINE_PROVIDERS: dict[str, str] = {
         "TEST DOUBLE, not a model: walkthrough-backed simulated ALFWorld player with seeded, "
         "harness-sensitive failure modes (offline, free, deterministic; params: skill, "
         "rate_<mode>)"
+    ),
+    "sim/miniwob": (
+        "TEST DOUBLE, not a model: scripted MiniWoB++ web agent with seeded, harness-sensitive "
+        "failure modes (offline, free, deterministic; params: skill, rate_<mode>)"
     ),
     "replay/<kind>": (
         "TEST DOUBLE, not a model: answers every task of environment <kind> with its gold "

@@ -1,0 +1,252 @@
+"""Headless Chromium driven through Selenium, on MiniWoB++'s own task pages.
+
+One :class:`Browser` is one Chromium (and its chromedriver) with one tab. Browsers are pooled
+per process (:data:`POOL`): an episode takes an idle one (or starts one), and gives it back
+when it closes, so each rollout worker reuses one browser across its episodes. Every episode
+starts from a clean state: the task page is loaded again (a fresh document, no state of the
+episode before) and its generator seeded. Every browser is quit when the process exits
+(``atexit``) or when :func:`close_browsers` is called; a browser whose session failed is
+quit and dropped instead of going back to the pool.
+
+The browser reaches nothing but the task pages: no network (every host name resolves to
+nothing, every request goes to a proxy that does not exist, and the DevTools protocol blocks
+every http(s), ws(s) and ftp URL), file access only through the task page it was sent to
+(file pages may not read other files: Chromium's default), no extensions, downloads denied.
+Whatever the page does after an action (navigating away, opening a window) is seen by the
+episode after the step and is the agent's failure (see :mod:`harnessctl.envs.miniwob`).
+
+Selenium is imported here only, lazily (``pip install 'harnessctl[miniwob]'``); the binaries
+are Debian's ``chromium`` and ``chromium-driver`` (``HARNESSCTL_CHROMIUM`` and
+``HARNESSCTL_CHROMEDRIVER`` name others).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from harnessctl.errors import ConfigError
+
+CHROMIUM_ENV = "HARNESSCTL_CHROMIUM"
+CHROMEDRIVER_ENV = "HARNESSCTL_CHROMEDRIVER"
+#: Where a page's tab starts: the window MiniWoB++'s own instances use (the task is 160x210).
+WINDOW = (500, 500)
+#: A page that does not load (its cover never appears) in this long is an infrastructure error.
+LOAD_TIMEOUT_S = 10
+#: The marker every episode leaves on its document: gone after a step, the page navigated.
+MARK = "__harnessctl_episode"
+_BLOCKED = ["http://*", "https://*", "ws://*", "wss://*", "ftp://*", "chrome://*", "data:*"]
+
+
+def html_dir() -> Path:
+    """MiniWoB++'s task pages (``miniwob/html``) as the installed package ships them;
+    ``ConfigError`` when the package is not installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("miniwob")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            "env",
+            "the miniwob environment needs MiniWoB++'s package and Selenium: "
+            "pip install 'harnessctl[miniwob]'",
+        )
+    return Path(list(spec.submodule_search_locations)[0]) / "html"
+
+
+def binaries() -> tuple[str, str]:
+    """(chromium, chromedriver) paths; ``ConfigError`` naming what is missing."""
+    chromium = os.environ.get(CHROMIUM_ENV) or shutil.which("chromium") or ""
+    driver = os.environ.get(CHROMEDRIVER_ENV) or shutil.which("chromedriver") or ""
+    if not chromium or not driver:
+        raise ConfigError(
+            "env",
+            "the miniwob environment needs Chromium and its driver: apt-get install chromium "
+            f"chromium-driver (or set {CHROMIUM_ENV} and {CHROMEDRIVER_ENV})",
+        )
+    return chromium, driver
+
+
+def task_url(task: str) -> str:
+    """The file URL of a MiniWoB++ task page (``click-button``: ``.../click-button.html``)."""
+    page = html_dir() / "miniwob" / f"{task}.html"
+    return page.as_uri()
+
+
+class Browser:
+    """One headless Chromium with one tab (see the module docstring)."""
+
+    def __init__(self) -> None:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        chromium, driver = binaries()
+        self.profile = tempfile.mkdtemp(prefix="hx-chromium-")
+        options = webdriver.ChromeOptions()
+        options.binary_location = chromium
+        for argument in (
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-extensions",
+            "--disable-background-networking",
+            "--disable-sync",
+            "--no-first-run",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--proxy-server=127.0.0.1:9",
+            "--proxy-bypass-list=<-loopback>",
+            f"--user-data-dir={self.profile}",
+            f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        ):
+            options.add_argument(argument)
+        self.driver = webdriver.Chrome(service=Service(driver), options=options)
+        self.driver.set_page_load_timeout(LOAD_TIMEOUT_S)
+        self.driver.set_script_timeout(LOAD_TIMEOUT_S)
+        self.driver.execute_cdp_cmd("Network.enable", {})
+        self.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": _BLOCKED})
+        self.driver.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "deny"})
+        self.tab = self.driver.current_window_handle
+        self.episodes = 0
+
+    @property
+    def pid(self) -> int | None:
+        """The chromedriver's process id (Chromium is its child)."""
+        process = getattr(self.driver.service, "process", None)
+        return process.pid if process is not None else None
+
+    def load(self, url: str, seed: str, token: str) -> None:
+        """Load the task page afresh, seed its generator and mark the document as this
+        episode's (the page's own episode is not started yet)."""
+        self.close_other_windows()
+        self.driver.switch_to.window(self.tab)
+        self.driver.get(url)
+        deadline = time.monotonic() + LOAD_TIMEOUT_S
+        while not self.driver.execute_script("return typeof core === 'object' && !!core.cover_div"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the task page {url} did not load")
+            time.sleep(0.01)
+        # the seed and the mark are arguments, never script text
+        self.driver.execute_script(
+            "Math.seedrandom(arguments[0]); window[arguments[1]] = arguments[2];",
+            seed,
+            MARK,
+            token,
+        )
+        self.episodes += 1
+
+    def close_other_windows(self) -> int:
+        """Close every window but the tab; how many there were."""
+        others = [h for h in self.driver.window_handles if h != self.tab]
+        for handle in others:
+            self.driver.switch_to.window(handle)
+            self.driver.close()
+        self.driver.switch_to.window(self.tab)
+        return len(others)
+
+    def quit(self) -> None:
+        """Quit Chromium and its driver, and remove the profile."""
+        try:
+            self.driver.quit()
+        finally:
+            shutil.rmtree(self.profile, ignore_errors=True)
+
+
+class BrowserPool:
+    """Idle browsers of this process, reused across episodes (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[Browser] = []
+        self._all: list[Browser] = []
+
+    def acquire(self) -> Browser:
+        """An idle browser, or a new one."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        browser = Browser()
+        with self._lock:
+            self._all.append(browser)
+        return browser
+
+    def release(self, browser: Browser, healthy: bool = True) -> None:
+        """Give ``browser`` back; one that failed is quit instead."""
+        if healthy:
+            with self._lock:
+                if browser in self._all:
+                    self._idle.append(browser)
+                    return
+        self.discard(browser)
+
+    def discard(self, browser: Browser) -> None:
+        """Quit ``browser`` and forget it."""
+        with self._lock:
+            if browser in self._all:
+                self._all.remove(browser)
+            if browser in self._idle:
+                self._idle.remove(browser)
+        with contextlib.suppress(Exception):  # a browser already gone is quit enough
+            browser.quit()
+
+    def close(self) -> None:
+        """Quit every browser of the pool (idle or in use)."""
+        with self._lock:
+            browsers, self._all, self._idle = list(self._all), [], []
+        for browser in browsers:
+            with contextlib.suppress(Exception):  # quit what can be quit
+                browser.quit()
+
+    def size(self) -> int:
+        """How many browsers the pool holds (idle or in use)."""
+        with self._lock:
+            return len(self._all)
+
+
+POOL = BrowserPool()
+atexit.register(POOL.close)
+
+
+def close_browsers() -> None:
+    """Quit every browser this process started (the pool's)."""
+    POOL.close()
+
+
+def page_state(driver: Any) -> dict[str, Any]:
+    """The page's episode state and view in one round trip (see ``STATE_JS``), read once the
+    page has run what the last action queued (two turns of its event loop: a widget that
+    answers a keystroke with a zero-delay timer, as jQuery UI's autocomplete does, has
+    answered by then, as it has for a person or a model that reads the page later)."""
+    return dict(driver.execute_async_script(STATE_JS, MARK))
+
+
+#: The page's own globals (``WOB_DONE_GLOBAL``, ``WOB_RAW_REWARD_GLOBAL``, ``WOB_REWARD_GLOBAL``,
+#: ``WOB_REWARD_REASON``), its utterance and DOM (``core.getUtterance``, ``core.getDOMInfo``),
+#: the episode mark and the time the page spent computing them.
+STATE_JS = """
+var finish = arguments[arguments.length - 1], markName = arguments[0];
+setTimeout(function () { setTimeout(function () { finish(read(markName)); }, 0); }, 0);
+function read(markName) {
+var t0 = performance.now();
+var mark = window[markName] === undefined ? null : String(window[markName]);
+if (typeof core !== 'object') { return {mark: mark, foreign: true, page_ms: 0}; }
+var state = {
+  mark: mark, foreign: false,
+  done: !!WOB_DONE_GLOBAL, raw_reward: WOB_RAW_REWARD_GLOBAL, reward: WOB_REWARD_GLOBAL,
+  reason: WOB_REWARD_REASON === null ? null : String(WOB_REWARD_REASON),
+};
+if (!state.done) {
+  var said = core.getUtterance();
+  state.utterance = (said !== null && typeof said === 'object') ? String(said.utterance) : said;
+  state.dom = core.getDOMInfo();
+}
+state.page_ms = performance.now() - t0;
+return state;
+}
+"""
