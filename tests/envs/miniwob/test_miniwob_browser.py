@@ -1,0 +1,256 @@
+"""MiniWoB++'s own task pages in headless Chromium: an episode's observation, actions in
+text and as calls, the page's reward, a clean page per episode in a reused browser, the
+page's clock, hostile actions (the agent's failure, never the host's), no network, and no
+browser left behind by its process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.envs.miniwob import require_browser
+
+require_browser()
+
+from harnessctl.envs.miniwob import MiniwobEnvironment  # noqa: E402
+from harnessctl.envs.miniwob.browser import POOL, close_browsers  # noqa: E402
+from harnessctl.envs.miniwob.dom import parse_page  # noqa: E402
+from harnessctl.envs.miniwob.episode import FAR_MS  # noqa: E402
+from harnessctl.envs.miniwob.gold import split_observation  # noqa: E402
+from harnessctl.envs.miniwob.tasks import make_task  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def browsers():
+    yield
+    close_browsers()
+
+
+def task(name: str, seed: int = 1):
+    return make_task({"task": name, "seed": seed}, "<test>", "test")
+
+
+def episode(name: str, seed: int = 1):
+    env = MiniwobEnvironment()
+    t = task(name, seed)
+    return env, t, env.open_episode(t, 0)
+
+
+def page(observation: str):
+    utterance, text = split_observation(observation) or ("", "")
+    return utterance, parse_page(text)
+
+
+def ref_of(observation: str, predicate) -> int:
+    return next(e.ref for e in page(observation)[1] if predicate(e))
+
+
+def test_an_episode_is_the_page_its_reward_and_the_score():
+    env, t, ep = episode("enter-text")
+    try:
+        first = ep.reset()
+        utterance, elements = page(first.observation)
+        word = utterance.split('"')[1]
+        assert utterance.startswith("Enter ") and not first.done
+        field = ref_of(first.observation, lambda e: e.tag == "input[text]")
+        button = ref_of(first.observation, lambda e: e.tag == "button")
+        typed = ep.step("type", f'[{field}] "{word}"', None)
+        assert f'value="{word}"' in typed.observation and not typed.done
+        done = ep.step("click", "", {"ref": button})  # a function call
+        assert done.done and done.info["raw_reward"] == 1.0 and done.info["done_by"] == "page"
+        score = env.score(t, None, None, ep)
+        assert score.success and score.detail["raw_reward"] == 1.0
+        assert score.detail["reward"] == pytest.approx(1.0, abs=1e-3)  # the clock is frozen
+        assert score.detail["time_limit_ms"] == 10_000 and score.detail["steps"] == 2
+        again = ep.step("click", f"[{button}]", None)  # once over, it repeats its last answer
+        assert again.done and again.observation == done.observation
+    finally:
+        ep.close()
+
+
+def test_a_wrong_answer_is_the_pages_own_negative_reward():
+    env, t, ep = episode("click-test-2")
+    try:
+        first = ep.reset()
+        utterance, elements = page(first.observation)
+        label = utterance.removeprefix("Click button ").rstrip(".")
+        other = next(e.ref for e in elements if e.tag == "button" and e.text != label)
+        done = ep.step("click", f"[{other}]", None)
+        assert done.done and done.info["raw_reward"] == -1.0
+        assert not env.score(t, None, None, ep).success
+    finally:
+        ep.close()
+
+
+def test_the_same_seed_draws_the_same_page_and_each_episode_starts_clean():
+    _, _, ep = episode("enter-text", seed=7)
+    try:
+        first = ep.reset()
+        field = ref_of(first.observation, lambda e: e.tag == "input[text]")
+        ep.step("type", f'[{field}] "left over"', None)
+        ep.step("press", "<Tab>", None)
+        browser = ep.browser
+        assert ep.reset().observation == first.observation  # reset: the page afresh
+    finally:
+        ep.close()
+    size = POOL.size()
+    _, _, other = episode("enter-text", seed=7)
+    try:
+        assert other.reset().observation == first.observation
+        assert other.browser is browser and POOL.size() == size  # the browser is reused
+    finally:
+        other.close()
+    _, _, different = episode("enter-text", seed=8)
+    try:
+        assert different.reset().observation != first.observation
+    finally:
+        different.close()
+
+
+def test_the_pages_own_timer_is_out_of_reach_and_the_limit_is_the_pages_time():
+    _, _, ep = episode("click-button")
+    try:
+        ep.reset()
+        assert ep.browser.driver.execute_script("return core.EPISODE_MAX_TIME") == FAR_MS
+        ep.time_limit_ms = 0.0  # as if the page had spent its 10 s on the agent's actions
+        out = ep.step("press", "<Tab>", None)
+        assert out.done and ep.reason == "timed out" and ep.raw_reward == -1.0
+    finally:
+        ep.close()
+
+
+def test_a_refused_action_is_answered_with_the_reason_and_the_page():
+    _, _, ep = episode("click-button")
+    try:
+        ep.reset()
+        for tool, argument, why in (
+            ("click", "[999]", "no element [999]"),
+            ("click", '"Ok"', "ref first"),
+            ("press", "<NoSuchKey>", "unknown key"),
+            ("scroll", "[4]", "unknown tool"),
+        ):
+            out = ep.step(tool, argument, None)
+            assert not out.done and why in out.info["error"], out.info
+            assert out.observation.startswith("Error: ") and "Page:" in out.observation
+    finally:
+        ep.close()
+
+
+HOSTILE = "<script>window.pwned=1</script>'); core.endEpisode(1, false, 'x'); ('\"`${1}`"
+
+
+def test_script_in_typed_text_is_only_text():
+    env, t, ep = episode("enter-text")
+    try:
+        first = ep.reset()
+        field = ref_of(first.observation, lambda e: e.tag == "input[text]")
+        out = ep.step("type", "", {"ref": field, "text": HOSTILE})
+        assert not out.done  # the page did not end: nothing of it ran
+        value = next(e.value for e in page(out.observation)[1] if e.ref == field)
+        assert value == HOSTILE
+        driver = ep.browser.driver
+        assert driver.execute_script("return typeof window.pwned") == "undefined"
+        assert driver.execute_script("return WOB_DONE_GLOBAL") is False
+    finally:
+        ep.close()
+
+
+def test_a_huge_string_is_refused_not_typed():
+    _, _, ep = episode("enter-text")
+    try:
+        first = ep.reset()
+        field = ref_of(first.observation, lambda e: e.tag == "input[text]")
+        out = ep.step("type", f"[{field}] " + "x" * 2_000_000, None)
+        assert "text too long" in out.info["error"] and not out.done
+        assert 'value=""' in out.observation
+    finally:
+        ep.close()
+
+
+def _plant(ep, html: str) -> int:
+    """Put an element on the page as a task page could (a link it renders), and its ref."""
+    ep.browser.driver.execute_script(
+        "document.getElementById('area').insertAdjacentHTML('beforeend', arguments[0]);", html
+    )
+    shown = ep.step("press", "<Shift>", None)  # any step reads the page afresh
+    return ref_of(shown.observation, lambda e: e.id == "planted")
+
+
+@pytest.mark.parametrize(
+    "html, why",
+    [
+        ('<a id="planted" href="file:///etc/hostname">x</a>', "navigated away"),
+        ('<a id="planted" href="https://example.com/">x</a>', "navigated away"),
+        ('<button id="planted" onclick="window.open(\'about:blank\')">x</button>', "window"),
+    ],
+)
+def test_navigating_away_or_opening_a_window_ends_the_episode_as_the_agents_failure(html, why):
+    env, t, ep = episode("click-test")
+    try:
+        ep.reset()
+        ref = _plant(ep, html)
+        out = ep.step("click", f"[{ref}]", None)
+        assert out.done and why in out.info["error"], out.info
+        assert "Page:" not in out.observation  # nothing of another page reaches the agent
+        score = env.score(t, None, None, ep)
+        assert not score.success and score.detail["error"] == out.info["error"]
+        assert len(ep.browser.driver.window_handles) == 1
+        assert "Page:" in ep.reset().observation  # the next reset: the task page again
+    finally:
+        ep.close()
+
+
+def test_the_browser_reaches_no_network_and_no_other_file():
+    _, _, ep = episode("click-test")
+    try:
+        ep.reset()
+        driver = ep.browser.driver
+        fetch = "var done = arguments[arguments.length - 1]; fetch(arguments[0]).then("
+        fetch += "function (r) { done('read ' + r.status); }, function (e) { done('failed'); });"
+        for url in ("https://example.com/", "http://127.0.0.1:9/", "file:///etc/hostname"):
+            assert driver.execute_async_script(fetch, url) == "failed", url
+    finally:
+        ep.close()
+
+
+def test_an_ended_process_leaves_no_browser_behind(tmp_path):
+    """A process that opens an episode and exits without closing it: its browsers are quit
+    at exit (the pool's atexit), their profile directories removed."""
+    script = textwrap.dedent(
+        """
+        import json, sys
+        from harnessctl.envs.miniwob import MiniwobEnvironment
+        from harnessctl.envs.miniwob.tasks import make_task
+        env = MiniwobEnvironment()
+        ep = env.open_episode(make_task({"task": "click-test", "seed": 1}, "x", "t"), 0)
+        ep.reset()
+        print(json.dumps([ep.browser.profile, ep.browser.pid]))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    import json
+
+    profile, pid = json.loads(done.stdout.strip().splitlines()[-1])
+    assert profile.startswith(str(tmp_path)) and not os.path.exists(profile)
+    leftovers = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        if profile in cmdline or str(tmp_path) in cmdline:
+            leftovers.append((entry, cmdline[:120]))
+    assert not leftovers and not os.path.exists(f"/proc/{pid}"), leftovers
