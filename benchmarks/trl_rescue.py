@@ -28,7 +28,8 @@ intervals (Wilson, 95%) say how little a few dozen rollouts can tell. Run it lon
 machine (--steps 200 --groups 8 --size 8) for a curve that can show learning.
 
 usage: .venv/bin/python benchmarks/trl_rescue.py [--steps 3] [--model qwen2.5-coder-0.5b]
-       [--suite reach|toy] [--groups 2] [--size 4] [--max-new-tokens 32] [--max-calls 4]
+       [--suite reach|toy] [--groups 2] [--size 4] [--micro 1] [--max-new-tokens 32]
+       [--max-calls 4]
        [--pool DIR] [--out benchmarks/results]
 Writes OUT/trl_rescue.png, OUT/trl_rescue.md and OUT/trl_rescue.json; exits 1 when an arm
 fails or a number is not finite (matplotlib draws the plot). The script is the same on a
@@ -38,7 +39,7 @@ GPU machine (README: the measured time of the defaults).
 from __future__ import annotations
 
 import argparse
-import copy
+import gc
 import json
 import math
 import os
@@ -211,16 +212,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="trl-rescue-"))
     pool = args.pool or trl_rescue.toy_pool(work / "pool", evolve=trl_rescue.QUICK_EVOLVE)
-    policy, tokenizer = trl_rescue.load_policy(args.model)
     tasks = trl_rescue.toy_tasks("train", args.suite)
     arms = {}
     for arm, rescue in ARMS.items():
         print(f"{arm}: {args.steps} steps", file=sys.stderr, flush=True)
+        # the same weights for each arm, loaded afresh (de-quantising is deterministic): one
+        # model, its gradients and optimiser state in memory at a time
+        policy, tokenizer = trl_rescue.load_policy(args.model)
         result = trl_rescue.train(
-            pool, copy.deepcopy(policy), tokenizer, tasks, rescue=rescue, out=work / arm,
+            pool, policy, tokenizer, tasks, rescue=rescue, out=work / arm,
             steps=args.steps, groups=args.groups, size=args.size, seed=args.seed,
-            max_new_tokens=args.max_new_tokens, max_calls=args.max_calls,
+            max_new_tokens=args.max_new_tokens, max_calls=args.max_calls, micro=args.micro,
         )  # fmt: skip
+        del policy
+        gc.collect()
         rows = step_rows(result, args.size)
         arms[arm] = {
             "rows": rows,
@@ -228,7 +233,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "raw": result["steps"],
         }
     setup = {k: getattr(args, k) for k in ("model", "suite", "steps", "groups", "size", "seed")}
-    setup.update(max_new_tokens=args.max_new_tokens, max_calls=args.max_calls)
+    setup.update(max_new_tokens=args.max_new_tokens, max_calls=args.max_calls, micro=args.micro)
     setup["seconds"] = time.monotonic() - started
     return {"setup": setup, "arms": arms}
 
@@ -243,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--groups", type=int, default=2, help="tasks per step")
     parser.add_argument("--size", type=int, default=4, help="rollouts per task (a group)")
+    parser.add_argument(
+        "--micro", type=int, default=1,
+        help="rows per forward pass (gradient accumulation makes up the rest of a step)",
+    )  # fmt: skip
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--max-calls", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)

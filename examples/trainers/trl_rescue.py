@@ -108,14 +108,25 @@ def load_policy(model: str = "smollm2", model_dir: Path | None = None) -> tuple[
     return policy, tokenizer
 
 
-def grpo_config(out: Path, *, steps: int, groups: int, size: int, seed: int, **extra: Any):
+def grpo_config(
+    out: Path, *, steps: int, groups: int, size: int, seed: int, micro: int | None = None,
+    **extra: Any,
+):  # fmt: skip
     """A GRPO configuration for a CPU: ``groups`` tasks x ``size`` rollouts per step, one
-    optimiser step per generation, no reference model (``beta`` 0), nothing saved."""
+    optimiser step per generation, no reference model (``beta`` 0), nothing saved. ``micro``:
+    rows per forward pass (a divisor of ``groups * size``; default all of them), the rest made
+    up by gradient accumulation: a 0.5B model's logits over its 151k-token vocabulary take
+    gigabytes a row."""
     from trl import GRPOConfig
 
+    batch = groups * size
+    micro = micro or batch
+    if batch % micro:
+        raise ValueError(f"micro batch {micro} does not divide {groups} x {size} rollouts")
     settings: dict[str, Any] = dict(
-        output_dir=str(out), max_steps=steps, per_device_train_batch_size=groups * size,
-        num_generations=size, gradient_accumulation_steps=1, learning_rate=1e-5, beta=0.0,
+        output_dir=str(out), max_steps=steps, per_device_train_batch_size=micro,
+        num_generations=size, gradient_accumulation_steps=batch // micro, learning_rate=1e-5,
+        beta=0.0,
         max_completion_length=256, logging_steps=1, save_strategy="no", report_to="none",
         use_cpu=True, bf16=False, seed=seed, data_seed=seed, dataloader_num_workers=0,
         gradient_checkpointing=False,  # the activations of a 135M-0.5B model fit; faster

@@ -253,11 +253,15 @@ def pool_dir(tmp_path_factory):
 def test_one_grpo_step_with_real_weights_is_finite_and_logged(policy, pool_dir, tmp_path, rescue):
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     model, tokenizer = policy
-    tasks = trl_rescue.toy_tasks("dev")[:1]
+    # the rescue arm on the toy suite in one forward pass; policy-only on the reach suite (the
+    # benchmark's games) a row per forward pass, the step made up by gradient accumulation
+    suite, micro = ("toy", None) if rescue else ("reach", 1)
+    tasks = trl_rescue.toy_tasks("train" if suite == "reach" else "dev", suite)[:1]
     result = trl_rescue.train(
         pool_dir, model, tokenizer, tasks, rescue=rescue, out=tmp_path, steps=1, groups=1,
-        size=2, max_new_tokens=12, max_calls=2,
+        size=2, max_new_tokens=12, max_calls=2, micro=micro,
     )  # fmt: skip
+    assert [e["step"] for e in result["log_history"] if "loss" in e] == [1]  # one optimiser step
     (step,) = result["steps"]
     assert len(step["base_rewards"]) == 2 and math.isfinite(step["base_reward"])
     assert all(math.isfinite(r) for r in step["trained_rewards"])
