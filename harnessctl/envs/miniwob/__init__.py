@@ -7,7 +7,7 @@ HTML and JavaScript, as the installed package ships it, and so are the problem i
 moment the episode ends and the reward (``pip install 'harnessctl[miniwob]'``; Debian's
 ``chromium`` and ``chromium-driver``). Each rollout plays an :class:`.episode.MiniwobEpisode`
 in a browser of the process's pool (:mod:`.browser`: one browser per worker, reused, a fresh
-page per episode, no network).
+page per episode, the pages served read only on loopback, no network, no other file).
 
 The harness sees ``task.json`` (the task's name, no problem yet) and then, at every step, the
 utterance and the page as text with element refs (:mod:`.dom`); it acts with MiniWoB++'s

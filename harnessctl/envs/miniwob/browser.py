@@ -8,10 +8,14 @@ episode before) and its generator seeded. Every browser is quit when the process
 (``atexit``) or when :func:`close_browsers` is called; a browser whose session failed is
 quit and dropped instead of going back to the pool.
 
-The browser reaches nothing but the task pages: no network (every host name resolves to
-nothing, every request goes to a proxy that does not exist, and the DevTools protocol blocks
-every http(s), ws(s) and ftp URL), file access only through the task page it was sent to
-(file pages may not read other files: Chromium's default), no extensions, downloads denied.
+The browser reaches nothing but the task pages. The pages are served read only from the
+installed package's ``html`` directory by a loopback HTTP server of this process
+(:class:`PageServer`, one per process, on a free port of 127.0.0.1), not as ``file://`` URLs:
+a web page may neither read nor navigate to a ``file://`` URL (Chromium's rule for web
+origins), so no file outside the task pages is within the browser's reach. Every host name
+resolves to nothing, every request but those to the page server goes to a proxy that does
+not exist (loopback included: no other local service is reachable), and the DevTools
+protocol blocks every https, ws(s), ftp, data and file URL; no extensions, downloads denied.
 Whatever the page does after an action (navigating away, opening a window) is seen by the
 episode after the step and is the agent's failure (see :mod:`harnessctl.envs.miniwob`).
 
@@ -24,6 +28,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
+import http.server
 import os
 import shutil
 import tempfile
@@ -42,7 +48,7 @@ WINDOW = (500, 500)
 LOAD_TIMEOUT_S = 10
 #: The marker every episode leaves on its document: gone after a step, the page navigated.
 MARK = "__harnessctl_episode"
-_BLOCKED = ["http://*", "https://*", "ws://*", "wss://*", "ftp://*", "chrome://*", "data:*"]
+_BLOCKED = ["https://*", "ws://*", "wss://*", "ftp://*", "file://*", "data:*", "chrome://*"]
 
 
 def html_dir() -> Path:
@@ -73,10 +79,48 @@ def binaries() -> tuple[str, str]:
     return chromium, driver
 
 
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    """Serves the task pages (GET and HEAD only, the standard library's handler) silently."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        return
+
+
+class PageServer:
+    """MiniWoB++'s ``html`` directory, read only, over HTTP on a free port of 127.0.0.1."""
+
+    def __init__(self, root: Path) -> None:
+        handler = functools.partial(_Quiet, directory=str(root))
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.port = int(self.httpd.server_address[1])
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, name="miniwob-pages", daemon=True
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+_SERVER: PageServer | None = None
+_SERVER_LOCK = threading.Lock()
+
+
+def page_server() -> PageServer:
+    """This process's page server, started on first use."""
+    global _SERVER
+    with _SERVER_LOCK:
+        if _SERVER is None:
+            _SERVER = PageServer(html_dir())
+        return _SERVER
+
+
 def task_url(task: str) -> str:
-    """The file URL of a MiniWoB++ task page (``click-button``: ``.../click-button.html``)."""
-    page = html_dir() / "miniwob" / f"{task}.html"
-    return page.as_uri()
+    """The URL of a MiniWoB++ task page (``click-button``: ``.../miniwob/click-button.html``)."""
+    return f"{page_server().base}/miniwob/{task}.html"
 
 
 class Browser:
@@ -87,6 +131,7 @@ class Browser:
         from selenium.webdriver.chrome.service import Service
 
         chromium, driver = binaries()
+        server = page_server()
         self.profile = tempfile.mkdtemp(prefix="hx-chromium-")
         options = webdriver.ChromeOptions()
         options.binary_location = chromium
@@ -99,9 +144,10 @@ class Browser:
             "--disable-background-networking",
             "--disable-sync",
             "--no-first-run",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
             "--proxy-server=127.0.0.1:9",
-            "--proxy-bypass-list=<-loopback>",
+            # no implicit loopback bypass: only the page server is reached directly
+            f"--proxy-bypass-list=<-loopback>;127.0.0.1:{server.port}",
             f"--user-data-dir={self.profile}",
             f"--window-size={WINDOW[0]},{WINDOW[1]}",
         ):

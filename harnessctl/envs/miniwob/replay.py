@@ -36,7 +36,8 @@ class ReplayMiniwob:
     """``replay/miniwob`` as an offline policy plugin."""
 
     description = "TEST DOUBLE: solves MiniWoB++ tasks with their scripted gold, read from the page"
-    version = "1"
+    # no ``version``: the cache key hashes the sources it imports (the solvers in .gold), so a
+    # changed solver never serves rollouts cached under the old one
 
     def view(self, env: Any, task: Any) -> dict[str, Any]:
         return dict(env.oracle(task))

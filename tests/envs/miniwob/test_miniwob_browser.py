@@ -6,6 +6,7 @@ browser left behind by its process."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -185,8 +186,8 @@ def _plant(ep, html: str) -> int:
 @pytest.mark.parametrize(
     "html, why",
     [
-        ('<a id="planted" href="file:///etc/hostname">x</a>', "navigated away"),
         ('<a id="planted" href="https://example.com/">x</a>', "navigated away"),
+        ('<a id="planted" href="http://example.com/">x</a>', "navigated away"),
         ('<button id="planted" onclick="window.open(\'about:blank\')">x</button>', "window"),
     ],
 )
@@ -206,17 +207,39 @@ def test_navigating_away_or_opening_a_window_ends_the_episode_as_the_agents_fail
         ep.close()
 
 
-def test_the_browser_reaches_no_network_and_no_other_file():
+def test_a_link_to_a_local_file_goes_nowhere():
+    """The pages are web pages (served on loopback): Chromium lets none of them navigate to a
+    file URL, so the tab stays on the task and the episode goes on."""
+    _, _, ep = episode("click-test")
+    try:
+        ep.reset()
+        ref = _plant(ep, '<a id="planted" href="file:///etc/hostname">x</a>')
+        out = ep.step("click", f"[{ref}]", None)
+        assert not out.done and "Page:" in out.observation
+        assert ep.browser.driver.current_url.endswith("/miniwob/click-test.html")
+    finally:
+        ep.close()
+
+
+def test_the_browser_reaches_no_network_no_other_local_service_and_no_file():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    other = f"http://127.0.0.1:{listener.getsockname()[1]}/"
     _, _, ep = episode("click-test")
     try:
         ep.reset()
         driver = ep.browser.driver
         fetch = "var done = arguments[arguments.length - 1]; fetch(arguments[0]).then("
         fetch += "function (r) { done('read ' + r.status); }, function (e) { done('failed'); });"
-        for url in ("https://example.com/", "http://127.0.0.1:9/", "file:///etc/hostname"):
+        for url in ("https://example.com/", "http://example.com/", other, "file:///etc/hostname"):
             assert driver.execute_async_script(fetch, url) == "failed", url
+        # the task pages themselves, and nothing above their directory
+        assert driver.execute_async_script(fetch, "click-button.html") == "read 200"
+        assert driver.execute_async_script(fetch, "/../../../../etc/hostname") == "read 404"
     finally:
         ep.close()
+        listener.close()
 
 
 def test_an_ended_process_leaves_no_browser_behind(tmp_path):
