@@ -118,3 +118,43 @@ def test_the_kind_is_registered_and_public_material_holds_no_solution(tmp_path):
     assert "seed" not in public
     with pytest.raises(ValueError):
         get_environment("miniwob", success_threshold=2)
+
+
+OBSERVATION = 'Task: Click button ONE.\nPage:\n[4] button #subbtn "ONE"\n[5] button #subbtn2 "TWO"'
+FIRST = [{"role": "system", "content": "..."}, {"role": "user", "content": OBSERVATION}]
+CLICK = {"type": "function", "function": {"name": "click", "parameters": {}}}
+
+
+def test_the_replay_reads_the_page_and_answers_in_text_or_as_a_call():
+    from harnessctl.envs.miniwob.replay import GIVE_UP, next_reply
+
+    assert next_reply("click-test-2", FIRST, []).endswith("\nAction: click [4]")
+    call = next_reply("click-test-2", FIRST, [CLICK])
+    assert call["tool_calls"] == [{"name": "click", "arguments": {"ref": 4}}]
+    assert next_reply("no-such-task", FIRST, []) == GIVE_UP
+
+
+def test_the_sims_modes_are_seeded_and_skill_switches_them_off():
+    from harnessctl.envs.miniwob.sim import MODES, SimMiniwob, plan_episode
+
+    sim = SimMiniwob()
+    plans = [plan_episode(f"t{i}", 0, sim.rates({})) for i in range(200)]
+    assert {p.mode for p in plans} == {*MODES, None}
+    assert plans == [plan_episode(f"t{i}", 0, sim.rates({})) for i in range(200)]
+    assert all(plan_episode(f"t{i}", 0, sim.rates({"skill": 1})).mode is None for i in range(200))
+    view = {"task_id": "click-test-2.1", "task": "click-test-2"}
+    # a seed whose modes strike from the first turn
+    seed = next(
+        s for s in range(50)
+        if plan_episode(view["task_id"], s, {"label": 1}).turn == 0
+        and plan_episode(view["task_id"], s, {"format": 1}).turn == 0
+    )  # fmt: skip
+    assert sim.reply(view, FIRST, seed, {"skill": 1}, []).endswith("Action: click [4]")
+    label = sim.reply(view, FIRST, seed, {"rate_label": 1, "skill": 1}, [])
+    assert label.endswith('Action: click "ONE"') and "click [4]" in label  # meant, then sent
+    prose = sim.reply(view, FIRST, seed, {"rate_format": 1, "skill": 1}, [])
+    assert "Action:" not in prose and "click [4]" in prose
+    # offered the functions, it calls them: format and label do not apply
+    for mode in ("format", "label"):
+        call = sim.reply(view, FIRST, seed, {f"rate_{mode}": 1, "skill": 1}, [CLICK])
+        assert call["tool_calls"] == [{"name": "click", "arguments": {"ref": 4}}]
