@@ -6,7 +6,9 @@ when it closes, so each rollout worker reuses one browser across its episodes. E
 starts from a clean state: the task page is loaded again (a fresh document, no state of the
 episode before) and its generator seeded. Every browser is quit when the process exits
 (``atexit``) or when :func:`close_browsers` is called; a browser whose session failed is
-quit and dropped instead of going back to the pool.
+quit and dropped instead of going back to the pool. A process killed outright cannot quit
+its browsers: the next pool to start a browser first reaps those whose owner is gone
+(:func:`reap_orphans`).
 
 The browser reaches nothing but the task pages. The pages are served read only from the
 installed package's ``html`` directory by a loopback HTTP server of this process
@@ -32,6 +34,7 @@ import functools
 import http.server
 import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -48,6 +51,8 @@ WINDOW = (500, 500)
 LOAD_TIMEOUT_S = 10
 #: The marker every episode leaves on its document: gone after a step, the page navigated.
 MARK = "__harnessctl_episode"
+#: A browser's profile directory: ``<tmp>/hx-chromium-<owner pid>-<random>``.
+PROFILE_PREFIX = "hx-chromium-"
 _BLOCKED = ["https://*", "ws://*", "wss://*", "ftp://*", "file://*", "data:*", "chrome://*"]
 
 
@@ -132,7 +137,8 @@ class Browser:
 
         chromium, driver = binaries()
         server = page_server()
-        self.profile = tempfile.mkdtemp(prefix="hx-chromium-")
+        # the owner's pid in the profile's name: reap_orphans finds a dead owner's browsers
+        self.profile = tempfile.mkdtemp(prefix=f"{PROFILE_PREFIX}{os.getpid()}-")
         options = webdriver.ChromeOptions()
         options.binary_location = chromium
         for argument in (
@@ -213,10 +219,12 @@ class BrowserPool:
         self._all: list[Browser] = []
 
     def acquire(self) -> Browser:
-        """An idle browser, or a new one."""
+        """An idle browser, or a new one (after reaping the browsers of dead processes)."""
         with self._lock:
             if self._idle:
                 return self._idle.pop()
+            if not self._all:
+                reap_orphans()
         browser = Browser()
         with self._lock:
             self._all.append(browser)
@@ -253,6 +261,65 @@ class BrowserPool:
         """How many browsers the pool holds (idle or in use)."""
         with self._lock:
             return len(self._all)
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return [part.decode(errors="replace") for part in fh.read().split(b"\0") if part]
+    except OSError:
+        return []
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie awaiting its reaper is not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def reap_orphans() -> list[int]:
+    """Kill the browsers (Chromium and its chromedriver) whose owning process is gone: a
+    process killed outright (SIGKILL) cannot quit them at exit. A browser is found by its
+    profile directory (``--user-data-dir=<tmp>/hx-chromium-<owner pid>-...``); its driver is
+    the parent of its main process. Linux only (``/proc``); the pids killed."""
+    if not os.path.isdir("/proc"):
+        return []
+    marker = f"--user-data-dir={tempfile.gettempdir()}/{PROFILE_PREFIX}"
+    victims: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        flag = next((a for a in _cmdline(pid) if a.startswith(marker)), None)
+        if flag is None:
+            continue
+        owner = flag[len(marker) :].split("-", 1)[0]
+        if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
+            continue
+        victims[pid] = flag.split("=", 1)[1]
+        driver = _parent(pid)
+        if driver and any("chromedriver" in a for a in _cmdline(driver)[:1]):
+            victims[driver] = ""
+    for pid in victims:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5  # the profile goes once nothing writes to it
+    while any(_running(pid) for pid in victims) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for profile in set(victims.values()) - {""}:
+        shutil.rmtree(profile, ignore_errors=True)
+    return sorted(victims)
 
 
 POOL = BrowserPool()

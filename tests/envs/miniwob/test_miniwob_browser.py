@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -277,3 +278,47 @@ def test_an_ended_process_leaves_no_browser_behind(tmp_path):
         if profile in cmdline or str(tmp_path) in cmdline:
             leftovers.append((entry, cmdline[:120]))
     assert not leftovers and not os.path.exists(f"/proc/{pid}"), leftovers
+
+
+def test_the_browsers_of_a_killed_process_are_reaped_by_the_next(tmp_path):
+    """A process killed outright (SIGKILL) cannot quit its browsers at exit: the next process
+    to start one reaps them first (``reap_orphans``: the owner's pid is in each profile's
+    name)."""
+    import json
+    import tempfile
+
+    from harnessctl.envs.miniwob.browser import reap_orphans
+
+    script = textwrap.dedent(
+        """
+        import json, os, signal
+        from harnessctl.envs.miniwob import MiniwobEnvironment
+        from harnessctl.envs.miniwob.tasks import make_task
+        env = MiniwobEnvironment()
+        ep = env.open_episode(make_task({"task": "click-test", "seed": 1}, "x", "t"), 0)
+        ep.reset()
+        print(json.dumps([ep.browser.profile, ep.browser.pid]), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == -9, done.stderr
+    profile, driver = json.loads(done.stdout.strip().splitlines()[-1])
+    assert profile.startswith(tempfile.gettempdir()) and os.path.exists(f"/proc/{driver}")
+    reaped = reap_orphans()
+    assert driver in reaped and len(reaped) >= 2  # the driver and its Chromium
+    deadline = time.monotonic() + 10
+    while _running(driver) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(driver) and not os.path.exists(profile)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie awaiting its reaper is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
