@@ -12,7 +12,7 @@ seconds, so that clock would time every model out: the episode counts instead th
 page itself spends on the agent's actions (each step's browser time), against the task's own
 limit, and ends the episode as the page's timer would ("timed out", reward -1) once it is
 spent; the page's own timer is pushed out of reach (``EPISODE_MAX_TIME`` set to a day before
-the episode starts, so the time-scaled reward is the raw one to within a millisecond).
+the episode starts, so the time-scaled reward is the raw one to within 1e-4).
 
 The agent's failures, never the host's: a refused action (an unknown ref, a key that is not
 one, text over the limit) is answered with the reason and the page; an action after which

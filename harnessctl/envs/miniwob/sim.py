@@ -48,7 +48,7 @@ from .play import as_call, latest_observation, read_history, taken, text_reply
 from .replay import GIVE_UP
 
 MODES = ("format", "label", "loop", "drift")
-BASE_RATES: dict[str, float] = {"format": 0.25, "label": 0.25, "loop": 0.25, "drift": 0.25}
+BASE_RATES: dict[str, float] = {"format": 0.35, "label": 0.35, "loop": 0.35, "drift": 0.35}
 DEFAULT_SKILL = 0.5
 #: Pages in its context beyond which ``drift`` makes it lose its place.
 DRIFT_PAGES = 3
