@@ -5,7 +5,7 @@ the README explains), the same through function calling, ``evolve`` on the offli
 repaired by its own catalogue repair, then profile, route and the Rank-1 routed eval,
 export-pool and the Pool API's rescue, ``test``, ``report`` and the viewer's API.
 
-One workspace per module, evolved once (train split, 2 seeds, about 80 s on a quiet 2-core
+One workspace per module, evolved once (train split, 2 seeds, about 100 s on a 2-core
 machine); later stages reuse its cached rollouts (profiles are in-sample on train, as the
 other environments' e2e tests do)."""
 
