@@ -145,8 +145,9 @@ def test_a_broken_game_file_names_file_line_and_field(tmp_path):
 def test_the_reach_suite_starts_at_a_named_place_and_every_game_is_won(tmp_path):
     """examples/toyenv/reach (the TRL benchmark's games): a game's ``start`` puts the player at
     a place, its replay is shorter by the walk, and a start naming no place is refused."""
-    from harnessctl.suite import load_suite
     from toyenv import ToyEnvironment
+
+    from harnessctl.suite import load_suite
 
     suite = load_suite(TOY / "reach")
     tasks = suite.all_tasks
