@@ -35,7 +35,7 @@ install_art() {
 install_main() {
     python3 -m venv .venv
     .venv/bin/pip install -q torch==2.13.0
-    .venv/bin/pip install -q -e '.[test,trainers,alfworld,local-model,view,tau2]' \
+    .venv/bin/pip install -q -e '.[test,trainers,alfworld,local-model,view,tau2,miniwob]' \
         -e examples/toyenv
 }
 # SkyRL (skyrl 0.4.0) requires Python >= 3.12 and this project's environments are 3.11, so

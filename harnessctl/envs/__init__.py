@@ -17,8 +17,8 @@ Every kind subclasses :class:`Environment` (typed settings with defaults, four r
 methods) and, when host-served, returns :class:`Episode` subclasses; ``get_environment``
 refuses anything else, naming the kind.
 
-Kinds are resolved by one registry (:mod:`harnessctl.registry`): the builtins ``dbbench``
-and ``alfworld``,
+Kinds are resolved by one registry (:mod:`harnessctl.registry`): the builtins ``dbbench``,
+``alfworld`` and ``miniwob`` (``os_interaction`` and ``tau2`` come by entry points),
 plugins registered in-process with ``register_environment``, the entry point group
 ``harnessctl.environments``, or a dotted path ``package.module:Class``. See
 docs/environments.md for how to write one.
