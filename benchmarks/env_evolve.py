@@ -8,7 +8,7 @@ accepted directions, the judgements, the rollouts spent and the wall time. The f
 on the seeded simulators and catalogues, not on the machine (the time does).
 
 usage:
-  .venv/bin/python benchmarks/env_evolve.py [--envs alfworld,os,tau2,dbbench] [--json out.json]
+  .venv/bin/python benchmarks/env_evolve.py [--envs alfworld,os,tau2,miniwob,dbbench] [--json out.json]
       [--min-accepted 2]   (exits 1 when an environment accepts fewer directions)
 """
 
@@ -28,6 +28,7 @@ ENVIRONMENTS = {
     "alfworld": ("alfworld-base", "examples/alfworld"),
     "os": ("os-base", "examples/os_interaction"),
     "tau2": ("tau2-base", "examples/tau2"),
+    "miniwob": ("miniwob-base", "examples/miniwob"),
 }
 
 
@@ -61,7 +62,7 @@ def evolve(label: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", default="alfworld,os,tau2")
+    parser.add_argument("--envs", default="alfworld,os,tau2,miniwob")
     parser.add_argument("--json", type=Path)
     parser.add_argument(
         "--min-accepted", type=int, default=2,
