@@ -8,8 +8,8 @@ accepted directions, the judgements, the rollouts spent and the wall time. The f
 on the seeded simulators and catalogues, not on the machine (the time does).
 
 usage:
-  .venv/bin/python benchmarks/env_evolve.py [--envs alfworld,os,tau2,miniwob,dbbench] [--json out.json]
-      [--min-accepted 2]   (exits 1 when an environment accepts fewer directions)
+  .venv/bin/python benchmarks/env_evolve.py [--envs alfworld,os,tau2,miniwob,dbbench]
+      [--json out.json] [--min-accepted 2]   (exits 1 when an environment accepts fewer directions)
 """
 
 from __future__ import annotations
