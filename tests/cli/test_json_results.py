@@ -206,7 +206,14 @@ def test_routed_eval_and_report_json(ws, baselined):
 
 def test_init_rollouts_and_export_edits_json(ws, evolved, tmp_path):
     made = check(InitResult, cli_json(ws, "init", tmp_path / "fresh"), "init")
-    assert made.harnesses == ["alfworld-base", "dbbench-base", "dbbench-fc", "os-base", "tau2-base"]
+    assert made.harnesses == [
+        "alfworld-base",
+        "dbbench-base",
+        "dbbench-fc",
+        "miniwob-base",
+        "os-base",
+        "tau2-base",
+    ]
     listed = check(RolloutListRecord, cli_json(ws, "rollouts", "--limit", 3), "rollouts")
     assert len(listed.rollouts) == 3 and listed.attempts == []
     out = tmp_path / "edits"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -243,9 +244,22 @@ def test_the_browser_reaches_no_network_no_other_local_service_and_no_file():
         listener.close()
 
 
-def test_an_ended_process_leaves_no_browser_behind(tmp_path):
+@pytest.fixture
+def short_tmp():
+    """A temporary directory with a short path: Chromium puts its singleton socket under
+    TMPDIR, and a socket's path is limited to 107 bytes (pytest-xdist's tmp_path is longer)."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="hxb-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_an_ended_process_leaves_no_browser_behind(short_tmp):
     """A process that opens an episode and exits without closing it: its browsers are quit
     at exit (the pool's atexit), their profile directories removed."""
+    tmp_path = short_tmp
     script = textwrap.dedent(
         """
         import json, sys
