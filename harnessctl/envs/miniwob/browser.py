@@ -311,14 +311,24 @@ def reap_orphans() -> list[int]:
         driver = _parent(pid)
         if driver and any("chromedriver" in a for a in _cmdline(driver)[:1]):
             victims[driver] = ""
+    profiles = set(victims.values()) - {""}
+    # the browser's helpers whose flags name the profile otherwise (crashpad's database...)
+    for entry in os.listdir("/proc") if profiles else ():
+        pid = int(entry) if entry.isdigit() else 0
+        if pid and pid not in victims and any(p in a for a in _cmdline(pid) for p in profiles):
+            victims[pid] = ""
     for pid in victims:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 5  # the profile goes once nothing writes to it
     while any(_running(pid) for pid in victims) and time.monotonic() < deadline:
         time.sleep(0.05)
-    for profile in set(victims.values()) - {""}:
-        shutil.rmtree(profile, ignore_errors=True)
+    while True:  # a dying helper may still have written into it: remove until it is gone
+        for profile in profiles:
+            shutil.rmtree(profile, ignore_errors=True)
+        if not any(os.path.exists(p) for p in profiles) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     return sorted(victims)
 
 
