@@ -53,6 +53,8 @@ LOAD_TIMEOUT_S = 10
 MARK = "__harnessctl_episode"
 #: A browser's profile directory: ``<tmp>/hx-chromium-<owner pid>-<random>``.
 PROFILE_PREFIX = "hx-chromium-"
+#: The longest TMPDIR Chromium is started with (its singleton socket's path must fit 107 bytes).
+SHORT_TMP = 48
 _BLOCKED = ["https://*", "ws://*", "wss://*", "ftp://*", "file://*", "data:*", "chrome://*"]
 
 
@@ -158,7 +160,13 @@ class Browser:
             f"--window-size={WINDOW[0]},{WINDOW[1]}",
         ):
             options.add_argument(argument)
-        self.driver = webdriver.Chrome(service=Service(driver), options=options)
+        # Chromium keeps its singleton socket under TMPDIR, and a socket's path is at most 107
+        # bytes: under a long TMPDIR it would exit at start, so it gets a short one (the profile
+        # stays where reap_orphans looks for it)
+        env = dict(os.environ)
+        if len(tempfile.gettempdir()) > SHORT_TMP:
+            env["TMPDIR"] = "/tmp"
+        self.driver = webdriver.Chrome(service=Service(driver, env=env), options=options)
         self.driver.set_page_load_timeout(LOAD_TIMEOUT_S)
         self.driver.set_script_timeout(LOAD_TIMEOUT_S)
         self.driver.execute_cdp_cmd("Network.enable", {})

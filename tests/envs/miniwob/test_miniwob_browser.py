@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -244,22 +243,10 @@ def test_the_browser_reaches_no_network_no_other_local_service_and_no_file():
         listener.close()
 
 
-@pytest.fixture
-def short_tmp():
-    """A temporary directory with a short path: Chromium puts its singleton socket under
-    TMPDIR, and a socket's path is limited to 107 bytes (pytest-xdist's tmp_path is longer)."""
-    import shutil
-    import tempfile
-
-    path = Path(tempfile.mkdtemp(prefix="hxb-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def test_an_ended_process_leaves_no_browser_behind(short_tmp):
+def test_an_ended_process_leaves_no_browser_behind(tmp_path):
     """A process that opens an episode and exits without closing it: its browsers are quit
-    at exit (the pool's atexit), their profile directories removed."""
-    tmp_path = short_tmp
+    at exit (the pool's atexit), their profile directories removed. Under a TMPDIR long
+    enough (pytest's tmp_path) that Chromium's singleton socket would not fit there."""
     script = textwrap.dedent(
         """
         import json, sys
