@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -211,7 +214,8 @@ class Environment(ABC):
     max_tokens: int = DEFAULT_MAX_TOKENS
     """The gateway's default prompt+completion tokens per rollout for this kind."""
     version: str = ""
-    """Changes when loading, episodes or scoring change what an outcome would be (cache key)."""
+    """An extra salt of the cache identity (the kind's sources and :meth:`outcome_inputs`
+    already are in it): bump it for what neither shows, e.g. a tool outside the package."""
     directions: Path | None = None
     """A directory of repair directions, with the rule-based editor's repairs in ``repairs/``."""
 
@@ -266,13 +270,84 @@ class Environment(ABC):
             binding["package"] = self.sandbox_code.package
         return binding
 
+    def outcome_inputs(self) -> dict[str, str]:
+        """What decides this kind's outcomes besides its package's files and the task record,
+        as stable identities (a task image's id, an outside rule table's hash); part of the
+        cache identity. The default has none."""
+        return {}
+
     def cache_version(self) -> str:
-        """The environment's part of a rollout's cache key: kind, declared version and, for
-        an in-sandbox kind, the hash of its sandbox code."""
-        parts = [self.kind, str(self.version or "")]
+        """The environment's part of a rollout's cache key (docs/environments.md): the kind,
+        the ``version`` salt, the content hash of the kind's own package (its sources and the
+        data inside it, verdict rules included: :func:`package_identity`), the hash of
+        :meth:`outcome_inputs` and, for an in-sandbox kind, its sandbox code's hash. A changed
+        verdict therefore never serves an outcome cached under the old one."""
+        parts = [self.kind, str(self.version or ""), package_identity(type(self), self.directions)]
+        inputs = self.outcome_inputs()
+        if inputs:
+            blob = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
+            parts.append(hashlib.sha256(blob.encode()).hexdigest()[:12])
         if self.sandbox_code is not None:
             parts.append(self.sandbox_code.version)
         return ":".join(parts)
+
+
+_identities: dict[tuple[str, str], str] = {}
+_identities_lock = threading.Lock()
+
+
+def package_root(cls: type) -> Path | None:
+    """Where an environment class's code lives: the directory of the package that holds its
+    module (``harnessctl/envs/os_interaction/`` for the builtin, a plugin's own package), or
+    the module's file when it is a top-level module (never the folder it sits in, which may
+    be site-packages). None when the module has no file (defined interactively)."""
+    module = sys.modules.get(cls.__module__)
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    path = Path(file).resolve()
+    spec = getattr(module, "__spec__", None)
+    is_package = spec is not None and spec.submodule_search_locations is not None
+    if is_package or getattr(module, "__package__", None):
+        return path.parent
+    return path
+
+
+def _hash_tree(root: Path, skip: Path | None) -> str:
+    """sha256 over (relative path, content) of every regular file under ``root``, less the
+    trees' excluded names (caches, compiled bytecode) and ``skip``; links are not followed
+    and other special files are left out (they hold no source)."""
+    from harnessctl.trees import excluded
+
+    digest = hashlib.sha256()
+    if root.is_file():
+        digest.update(root.name.encode() + b"\0" + root.read_bytes())
+        return digest.hexdigest()
+    for top, dirs, files in os.walk(root):  # os.walk does not follow links to directories
+        here = Path(top)
+        dirs[:] = sorted(d for d in dirs if not excluded(d) and here / d != skip)
+        for name in sorted(files):
+            path = here / name
+            if excluded(name) or path.is_symlink() or not path.is_file():
+                continue
+            rel = path.relative_to(root).as_posix()
+            digest.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def package_identity(cls: type, directions: Path | None = None) -> str:
+    """The content hash (12 hex) of an environment class's package (:func:`package_root`),
+    computed once per process. Its repair directions are left out: they steer the editor,
+    never an outcome. ``""`` when the class has no file."""
+    root = package_root(cls)
+    if root is None:
+        return ""
+    skip = Path(directions).resolve() if directions is not None else None
+    key = (str(root), str(skip))
+    with _identities_lock:
+        if key not in _identities:
+            _identities[key] = _hash_tree(root, skip)[:12]
+        return _identities[key]
 
 
 def _check(kind: str, env: object) -> Environment:
@@ -346,5 +421,7 @@ __all__ = [
     "TaskSet",
     "get_environment",
     "known_environments",
+    "package_identity",
+    "package_root",
     "register_environment",
 ]

@@ -272,7 +272,11 @@ def test_cache_keys_hold_each_environments_own_code_only(tmp_path, counter):
     counter_env = suite.environment
     base = runtime_version()
     assert runtime_version(dbbench).startswith(base + "+dbbench:2+agentbench-fc:")
-    assert runtime_version(counter_env) == base + "+counter:1"
+    # kind, version salt, then its package's content hash (the test module's package here)
+    assert (
+        runtime_version(counter_env)
+        == base + f"+counter:1:{envs.package_identity(CounterEnvironment)}"
+    )
     # editing DBBench's sandbox code changes DBBench's key, not the counter's
     copy = tmp_path / "hxenv_dbbench"
     copy.mkdir()

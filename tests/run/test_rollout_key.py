@@ -119,3 +119,111 @@ def test_a_request_passes_each_input_to_the_key(tmp_path, monkeypatch):
     assert key_of(_request()) == base.key()
     for what, key in changed.items():
         assert key != base.key(), what
+
+
+# --- the environment's part: what decides its outcomes -------------------------------------
+
+KEY_ENV = '''
+import json
+from pathlib import Path
+from harnessctl import envs
+
+
+class KeyEnv(envs.Environment):
+    """An in-sandbox kind with no tools: the harness answers; the score compares."""
+
+    kind = "keyenv"
+    version = "1"
+
+    def load_tasks(self, path):
+        rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+        return envs.TaskSet(
+            [envs.Task(f"t{i}", self.kind, "t", r, str(i), "t") for i, r in enumerate(rows)]
+        )
+
+    def prepare(self, task, workdir):
+        (Path(workdir) / "task.json").write_text(json.dumps({"task_id": task.id}))
+
+    def score(self, task, workdir, answer, episode=None):
+        return envs.Score(success=answer == task.record["gold"])  # THE VERDICT RULE
+
+    def oracle(self, task):
+        return dict(task.record)
+
+    def replay(self, task):
+        return [{"text": "Answer: " + task.record["gold"]}]
+'''
+KEY_HARNESS = """
+import re
+from harnessctl_runtime import Action, Harness
+
+class KeyHarness(Harness):
+    def parse_action(self, reply, state):
+        return Action(kind="answer", argument=re.sub(r"^Answer:\\s*", "", reply.strip()))
+"""
+
+
+def _key_env(tmp_path, name: str, rule: str | None = None) -> type:
+    """A copy of the KeyEnv package as ``name`` (with its verdict rule replaced)."""
+    import importlib
+    import sys
+
+    pkg = tmp_path / "plugins" / name
+    pkg.mkdir(parents=True)
+    source = KEY_ENV if rule is None else KEY_ENV.replace('answer == task.record["gold"]', rule)
+    (pkg / "__init__.py").write_text(source)
+    if str(pkg.parent) not in sys.path:
+        sys.path.insert(0, str(pkg.parent))
+    return importlib.import_module(name).KeyEnv
+
+
+def test_a_changed_verdict_rule_changes_the_key_and_misses_the_store(tmp_path, monkeypatch):
+    """The environment's package is part of its cache identity: an identical copy of a plugin
+    package is served from the store, a copy with one scoring line changed misses it and
+    runs again (and scores otherwise), though its declared ``version`` is the same."""
+    import sys
+
+    from harnessctl import envs
+    from harnessctl.run.evaluate import evaluate
+    from harnessctl.store import Store
+
+    original = _key_env(tmp_path, "hx_keyenv_a")
+    same = _key_env(tmp_path, "hx_keyenv_b")
+    edited = _key_env(tmp_path, "hx_keyenv_c", rule='answer != task.record["gold"]')
+    assert envs.package_identity(original) == envs.package_identity(same)
+    assert envs.package_identity(original) != envs.package_identity(edited)
+    assert original.version == edited.version
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "suite.yaml").write_text("name: keys\nenv: keyenv\ntasks: [t.jsonl]\n")
+    (suite / "t.jsonl").write_text('{"gold": "42"}\n')
+    harness = tmp_path / "key-base"
+    harness.mkdir()
+    (harness / "harness.yaml").write_text(
+        "name: key-base\nenv: keyenv\nentry: harness.py:KeyHarness\n"
+    )
+    (harness / "harness.py").write_text(KEY_HARNESS)
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "trajectories")
+
+    def run(env_cls: type):
+        envs.register_environment("keyenv", env_cls)
+        request = EvalRequest(
+            load_harness(harness), load_suite(suite), "dev", Policy("replay/keyenv"), rollouts=1
+        )
+        runtime = rollout_version(request.suite.environment, request.policy.model)
+        task = request.suite.tasks("dev").tasks[0]
+        key = request_inputs(request, runtime=runtime, task=task).key()
+        return key, evaluate(request, store)
+
+    try:
+        key_a, first = run(original)
+        key_b, again = run(same)
+        key_c, changed = run(edited)
+    finally:
+        envs.ENVIRONMENTS.unregister("keyenv")
+        for name in ("hx_keyenv_a", "hx_keyenv_b", "hx_keyenv_c"):
+            sys.modules.pop(name, None)
+    assert key_a == key_b != key_c
+    assert (first.executed, again.executed, changed.executed) == (1, 0, 1)
+    assert [r.outcome for r in first.rows] == ["success"]
+    assert [r.outcome for r in changed.rows] == ["wrong_answer"]  # the new rule's verdict

@@ -39,6 +39,7 @@ from .container import (
     ContainerError,
     Limits,
     TaskContainer,
+    image_id,
     image_present,
     reap_orphans,
 )
@@ -246,9 +247,8 @@ class OSEnvironment(Environment):
     #: Model calls per rollout: the 8 rounds and room for re-prompts.
     max_calls = 12
     max_tokens = 60_000
-    #: Bumped when loading, episodes or scoring change what a rollout's outcome would be.
-    #: Bumped when a rollout's outcome could change (2: disk and file limits enforced
-    #: between commands too, check output capped).
+    #: A salt of the cache identity, which already holds this package's sources (its
+    #: verdict rules) and the task image's id (:meth:`outcome_inputs`).
     version = "2"
     #: Repair directions for os_interaction harnesses, with the rule-based editor's repairs.
     directions = HERE / "directions"
@@ -272,6 +272,12 @@ class OSEnvironment(Environment):
             disk_mb=int(disk_mb),
             files=int(files),
         )
+
+    def outcome_inputs(self) -> dict[str, str]:
+        """The task image's id: its userland decides what the checks see (a rebuilt image
+        with other packages is another environment). ``unavailable`` without an engine or
+        the image (then nothing can run, and no rollout is served under a real id)."""
+        return {"image": image_id(self.image) or "unavailable"}
 
     def load_tasks(self, path: Path) -> TaskSet:
         """Every record under ``path`` (AgentBench's layout; see :mod:`.tasks`)."""

@@ -147,6 +147,20 @@ def image_present(image: str) -> bool:
     return True
 
 
+_image_ids: dict[str, str] = {}
+
+
+def image_id(image: str) -> str | None:
+    """The image's id (once per process: the cache identity asks for every request), or None
+    when no engine answers or the image is not there (not remembered: it may be built)."""
+    if image not in _image_ids:
+        try:
+            _image_ids[image] = docker("image", "inspect", "-f", "{{.Id}}", image).strip()
+        except ContainerError:
+            return None
+    return _image_ids[image]
+
+
 #: The host's watcher of its task containers, a process of its own session: it reads
 #: container ids (``-ID`` forgets one) and, when its stdin ends (the host exited, however it
 #: died: the pipe closes with the last process holding it), removes every one it still holds.
