@@ -19,6 +19,9 @@ ENV_MODEL_DIR = "HARNESSCTL_MODEL_DIR"  # where the local models' files are kept
 # pip's index arguments when fetching a catalogue model (e.g. --no-index --find-links DIR)
 ENV_MODEL_INDEX = "HARNESSCTL_MODEL_INDEX"
 ENV_CONFIRM_USD = "HARNESSCTL_CONFIRM_USD"  # a paid run's cost bound above this asks (--yes)
+ENV_MODEL_TIMEOUT = "HARNESSCTL_MODEL_TIMEOUT"  # seconds one model call may take (--model-timeout)
+# tokens/s below which the local model server warns at start (--min-speed)
+ENV_MODEL_MIN_SPEED = "HARNESSCTL_MODEL_MIN_SPEED"
 
 # Variables that never reach a sandbox, whatever else is passed through.
 SECRET_ENV_PREFIXES = (
@@ -64,3 +67,8 @@ DEFAULT_MAX_TOKENS = 60_000
 # environment steps per rollout of a host-served environment (its own default wins when set)
 DEFAULT_MAX_STEPS = 50
 INFRA_RETRIES = 2
+# seconds one model call may take when the run sets none (--model-timeout): a provider's
+# call is re-sent after it (the gateway's retries); a loopback server's is sent once and
+# gets longer, since a CPU model on a busy machine is slow but alive (docs/local-models.md)
+DEFAULT_MODEL_TIMEOUT_S = 120.0
+DEFAULT_LOCAL_MODEL_TIMEOUT_S = 600.0

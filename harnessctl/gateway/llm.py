@@ -7,11 +7,18 @@ them wraps too), so an offline run never pays litellm's import (docs/decisions.m
 litellm takes ~4-7 s to import, so it is imported on first use and cached. Retries belong to
 harnessctl, not to litellm or the openai SDK (both are switched off per call), so that the number
 of upstream attempts is known, recorded and deterministic.
+
+A server on this machine (a loopback ``api_base``: ``localhost``, 127.0.0.0/8, ``::1``) is
+never sent a call again after it timed out: it may still be generating the first, and a
+CPU-bound server would start the same generation over behind it (on a busy machine each
+re-send at 120 s restarted a reply that needed longer, until the rollout gave up). Its call
+gets a longer timeout instead when the run sets none (:func:`call_timeout`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import secrets
@@ -20,7 +27,9 @@ import time
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
+from harnessctl.constants import DEFAULT_LOCAL_MODEL_TIMEOUT_S, DEFAULT_MODEL_TIMEOUT_S
 from harnessctl.errors import HarnessctlError, InfraError
 
 _litellm: ModuleType | None = None
@@ -122,14 +131,16 @@ def complete(
     params: dict[str, Any],
     *,
     metadata: dict[str, Any] | None = None,
-    timeout_s: float = 120.0,
+    timeout_s: float | None = None,
     retries: int = 3,
     backoff_s: float = 0.5,
 ) -> Completion:
     """Call ``model`` through litellm; retry 408/429/5xx/timeouts/connection errors.
 
     Attempt ``i`` (0-based) that fails retryably is followed by a ``backoff_s * 2**i`` wait, up to
-    ``retries`` retries; then :class:`UpstreamError`. Context-window overflows raise
+    ``retries`` retries; then :class:`UpstreamError`. Each attempt may take ``timeout_s``
+    (None: :func:`call_timeout`'s default for the endpoint); a loopback server's timed-out
+    call is not retried (:class:`UpstreamError` at once). Context-window overflows raise
     :class:`ContextWindowError`, other 4xx :class:`ModelRequestError`, neither retried.
     ``params`` (sampling settings, ``tools``/``tool_choice``, ``api_base``, ``api_key``...)
     pass through to litellm;
@@ -142,6 +153,9 @@ def complete(
     if is_offline(model):
         return _complete_offline(model, messages, params, metadata)
     litellm = get_litellm()
+    base = endpoint(model, params)
+    local = is_loopback(base)
+    timeout_s = call_timeout(model, params, timeout_s)
     kwargs: dict[str, Any] = {"drop_params": True, **params}
     kwargs.update(model=model, messages=messages, timeout=timeout_s, num_retries=0, max_retries=0)
     started = time.monotonic()
@@ -153,6 +167,14 @@ def complete(
             response = litellm.completion(**kwargs)
         except Exception as exc:
             _raise_if_final(litellm, exc, attempt, model)
+            if local and _timed_out(exc):
+                raise UpstreamError(
+                    f"{model}: the model server at {base} sent no reply in {timeout_s:g} s "
+                    f"({type(exc).__name__}); not sent again: a server on this machine may "
+                    "still be generating it and would start over (a longer --model-timeout, "
+                    "more free cores or fewer slots)",
+                    attempts=attempt,
+                ) from exc
             last = exc
             if attempt <= retries:
                 time.sleep(backoff_s * 2 ** (attempt - 1))
@@ -174,6 +196,55 @@ def complete(
         f"{model}: upstream failed {attempts} time(s); last error: {type(last).__name__}: {last}",
         attempts=attempts,
     ) from last
+
+
+def endpoint(model: str, params: dict[str, Any]) -> str | None:
+    """Where the call goes when the run says so: its ``api_base`` (or ``base_url``), or for
+    Ollama, which litellm sends to ``localhost:11434`` unless told, that address."""
+    base = params.get("api_base") or params.get("base_url")
+    if base:
+        return str(base)
+    if model.partition("/")[0] in ("ollama", "ollama_chat"):
+        return "http://localhost:11434"
+    return None
+
+
+def is_loopback(api_base: str | None) -> bool:
+    """Whether ``api_base`` is a server on this machine: ``localhost`` (or a ``*.localhost``
+    name, RFC 6761) or a loopback address (127.0.0.0/8, ``::1``). Decided from the URL
+    alone: a name is never resolved (no lookup at call time, the same answer offline)."""
+    if not api_base:
+        return False
+    host = urlsplit(api_base if "//" in api_base else f"//{api_base}").hostname
+    if not host:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return address.is_loopback or bool(mapped and mapped.is_loopback)
+
+
+def call_timeout(model: str, params: dict[str, Any], timeout_s: float | None) -> float:
+    """Seconds one attempt of a call may take: ``timeout_s`` when the run sets one, else
+    :data:`~harnessctl.constants.DEFAULT_LOCAL_MODEL_TIMEOUT_S` for a loopback server (sent
+    once, so it waits for a slow reply) and
+    :data:`~harnessctl.constants.DEFAULT_MODEL_TIMEOUT_S` for a provider (re-sent on a
+    timeout)."""
+    if timeout_s is not None:
+        return timeout_s
+    local = is_loopback(endpoint(model, params))
+    return DEFAULT_LOCAL_MODEL_TIMEOUT_S if local else DEFAULT_MODEL_TIMEOUT_S
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a failed attempt ran out of time (litellm's ``Timeout`` is openai's)."""
+    import openai
+
+    return isinstance(exc, openai.APITimeoutError)
 
 
 def _complete_offline(

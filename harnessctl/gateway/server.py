@@ -70,7 +70,7 @@ class Completer(Protocol):
         params: dict[str, Any],
         *,
         metadata: dict[str, Any] | None,
-        timeout_s: float,
+        timeout_s: float | None,
         retries: int,
         backoff_s: float,
     ) -> llm.Completion: ...
@@ -144,7 +144,8 @@ class Gateway:
 
     Listens on ``<socket_dir or /tmp>/hxgw-XXXX/gw.sock`` or, only when ``port`` is given, on
     ``127.0.0.1:port`` (0 picks a free port). ``completer`` replaces :func:`llm.complete`
-    (tests of the budget logic); ``timeout_s``/``retries``/``backoff_s`` are passed to it.
+    (tests of the budget logic); ``timeout_s``/``retries``/``backoff_s`` are passed to it
+    (``timeout_s`` None: the completer's default for the endpoint, ``llm.call_timeout``).
     """
 
     def __init__(
@@ -152,7 +153,7 @@ class Gateway:
         *,
         socket_dir: Path | None = None,
         port: int | None = None,
-        timeout_s: float = 120,
+        timeout_s: float | None = None,
         retries: int = 3,
         backoff_s: float = 0.5,
         completer: Completer | None = None,

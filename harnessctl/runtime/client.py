@@ -96,7 +96,16 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
 
 
 class GatewayClient:
-    """Chat with the rollout's model through the host gateway (one connection per call)."""
+    """Chat with the rollout's model through the host gateway (one connection per call).
+
+    ``timeout_s`` bounds reaching the gateway and its other requests, not the wait for a
+    chat reply: the gateway bounds every model call itself (the run's model-call timeout,
+    its retries) and always answers, with the reply or the error it classified; the sandbox
+    bounds the runtime's life (its own time plus the host waits, up to ``max_wait_s``). A
+    reply wait of its own, shorter than the gateway's, gave up on calls the host was still
+    making: the host saw no failure, and the rollout ended ``harness_error`` on the
+    runtime's word alone (a slow local model at 300 s). Longer, it would never fire.
+    """
 
     def __init__(self, address: str, token: str, timeout_s: float = 300) -> None:
         parts = urlsplit(address)
@@ -125,7 +134,11 @@ class GatewayClient:
             return _UnixHTTPConnection(self._unix_path, self.timeout_s)
         return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout_s)
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, bytes]:
+    def _request(
+        self, method: str, path: str, body: dict[str, Any] | None, *, patient: bool = False
+    ) -> tuple[int, bytes]:
+        """One request; ``patient``: once connected, wait for the answer however long the
+        gateway takes (a model call, which the gateway bounds)."""
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         data = None
         if body is not None:
@@ -133,6 +146,9 @@ class GatewayClient:
             headers["Content-Type"] = "application/json"
         conn = self._connection()
         try:
+            conn.connect()  # within timeout_s: a gateway that is not there is found at once
+            if patient and conn.sock is not None:
+                conn.sock.settimeout(None)
             conn.request(method, path, body=data, headers=headers)
             response = conn.getresponse()
             return response.status, response.read()
@@ -157,7 +173,7 @@ class GatewayClient:
             request["tools"] = tools
         if tool_choice is not None:
             request["tool_choice"] = tool_choice
-        status, payload = self._request("POST", CHAT_PATH, request)
+        status, payload = self._request("POST", CHAT_PATH, request, patient=True)
         body = _json(payload)
         if status != 200:
             raise _error_for(status, body, payload)

@@ -104,7 +104,8 @@ def test_every_call_carries_rollout_metadata():
     assert completer.seen[1]["params"] == {"seed": 1, "skill": 0.5}
 
 
-def test_exhausted_timeouts_are_502_and_infra_error(gw, stub):
+def test_exhausted_timeouts_are_502_and_infra_error(gw, stub, monkeypatch):
+    monkeypatch.setattr(llm, "is_loopback", lambda base: False)  # the stub as a provider
     stub.hang(3).hang(3)
     token = open_rollout(gw, stub)
     with pytest.raises(GatewayError, match="502"):
@@ -114,6 +115,19 @@ def test_exhausted_timeouts_are_502_and_infra_error(gw, stub):
     assert (call.status, call.attempts, call.reply) == ("upstream_error", 2, None)
     assert ledger.infra_error is not None and "Timeout" in ledger.infra_error
     assert len(stub.chat_requests) == 2
+
+
+def test_a_loopback_server_s_timeout_is_one_request_and_infra_error(gw, stub):
+    """The host sees the timeout itself (the ledger's infra_error), after one request."""
+    stub.hang(3).reply("never asked")
+    token = open_rollout(gw, stub)
+    with pytest.raises(GatewayError, match="502"):
+        GatewayClient(gw.address, token).chat(ASK)
+    ledger = gw.close_rollout(token)
+    [call] = ledger.calls
+    assert (call.status, call.attempts) == ("upstream_error", 1)
+    assert ledger.infra_error is not None and "not sent again" in ledger.infra_error
+    assert len(stub.chat_requests) == 1
 
 
 @pytest.fixture

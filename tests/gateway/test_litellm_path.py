@@ -84,13 +84,73 @@ def test_429_and_503_are_retried_with_doubling_backoff(stub):
     assert t[1] - t[0] >= 0.1 and t[2] - t[1] >= 0.2  # backoff_s * 2**i
 
 
-def test_timeout_is_retried(stub):
+@pytest.fixture
+def remote(monkeypatch):
+    """The stub taken for a provider's server: the rule for a remote api_base (the stub
+    itself can only listen on loopback; ``is_loopback`` is tested on its own below)."""
+    monkeypatch.setattr(llm, "is_loopback", lambda base: False)
+
+
+def test_a_provider_s_timeout_is_retried(stub, remote):
     stub.hang(3).reply("after timeout")
     c = call(stub.url, timeout_s=0.3)
     assert (c.content, c.attempts) == ("after timeout", 2)
 
 
-def test_exhausted_timeouts_raise_upstream_error(stub):
+def test_a_loopback_server_s_timeout_is_not_sent_again(stub):
+    """A server on this machine may still be generating the call that timed out: sending it
+    again would start the generation over behind it. One request, then an upstream error
+    that says so; a 5xx or a refused connection (nothing generating) is still retried."""
+    stub.hang(3).reply("never asked")
+    t0 = time.monotonic()
+    with pytest.raises(llm.UpstreamError) as info:
+        call(stub.url, timeout_s=0.3, retries=3)
+    assert info.value.attempts == 1 and len(stub.chat_requests) == 1
+    assert "not sent again" in str(info.value) and "0.3 s" in str(info.value)
+    assert time.monotonic() - t0 < 2.5
+
+
+def test_a_slow_loopback_server_is_waited_for_once(stub):
+    """Under the endpoint's default timeout a slow local reply is waited for, sent once."""
+    stub.hang(1.0, then=None).reply("unused")
+    c = call(stub.url, timeout_s=None)
+    assert (c.content, c.attempts) == ("late", 1) and len(stub.chat_requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("base", "local"),
+    [
+        ("http://127.0.0.1:8080/v1", True),
+        ("http://127.3.4.5:8080/v1", True),
+        ("http://localhost:11434", True),
+        ("http://llm.localhost/v1", True),
+        ("http://[::1]:8000/v1", True),
+        ("http://[::ffff:127.0.0.1]:8000/v1", True),
+        ("127.0.0.1:8080", True),
+        ("https://api.openai.com/v1", False),
+        ("http://10.0.0.5:8000/v1", False),
+        ("http://localhost.example.com/v1", False),
+        ("http://[::2]:8000", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_loopback_is_read_from_the_url_alone(base, local):
+    assert llm.is_loopback(base) is local
+
+
+def test_the_default_timeout_depends_on_the_endpoint():
+    from harnessctl.constants import DEFAULT_LOCAL_MODEL_TIMEOUT_S, DEFAULT_MODEL_TIMEOUT_S
+
+    local = {"api_base": "http://127.0.0.1:9/v1"}
+    assert llm.call_timeout("hosted_vllm/m", local, None) == DEFAULT_LOCAL_MODEL_TIMEOUT_S
+    assert llm.call_timeout("ollama/qwen", {}, None) == DEFAULT_LOCAL_MODEL_TIMEOUT_S
+    assert llm.call_timeout("openai/gpt-4o-mini", {}, None) == DEFAULT_MODEL_TIMEOUT_S
+    assert llm.call_timeout("hosted_vllm/m", local, 7.5) == 7.5  # the run's setting wins
+    assert DEFAULT_LOCAL_MODEL_TIMEOUT_S > DEFAULT_MODEL_TIMEOUT_S
+
+
+def test_exhausted_timeouts_raise_upstream_error(stub, remote):
     stub.hang(3).hang(3)
     t0 = time.monotonic()
     with pytest.raises(llm.UpstreamError) as info:
