@@ -56,6 +56,10 @@ class WorkspaceConfig(BaseModel):
     offline test double."""
     suite: str | None = None
     """Default suite directory, relative to the workspace."""
+    model_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Seconds one model call may take; None: 120 for a provider (re-sent after it), 600 for
+    a server on this machine (sent once). ``HARNESSCTL_MODEL_TIMEOUT`` and
+    ``--model-timeout`` override it."""
     confirm_above_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """USD above which a paid run's cost bound (printed before it starts) needs ``--yes`` or a
     confirmation on the terminal; None: 5. ``HARNESSCTL_CONFIRM_USD`` overrides it."""

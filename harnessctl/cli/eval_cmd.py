@@ -13,6 +13,7 @@ from .options import (
     JsonOption,
     MaxCallsOption,
     MaxTokensOption,
+    ModelTimeoutOption,
     ParamOption,
     PolicyOption,
     RayAddressOption,
@@ -71,6 +72,7 @@ def eval_command(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     max_calls: MaxCallsOption = None,
     max_tokens: MaxTokensOption = None,
+    model_timeout: ModelTimeoutOption = None,
     task: TaskOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
@@ -97,6 +99,7 @@ def eval_command(
         placement(ws, workers, sandbox, executor, ray_address, fresh_container),
         split=split, rollouts=rollouts, seed=seed, limits=Limits(timeout_s=timeout),
         max_calls=max_calls, max_tokens=max_tokens, task_ids=task,
+        model_timeout_s=model_timeout,
     )  # fmt: skip
     db = ws.open_store(store)
     if router is not None:

@@ -18,6 +18,7 @@ from ..constants import (
     DEFAULT_MAX_TOKENS,
     ENV_DOCKER_FRESH,
     ENV_EXECUTOR,
+    ENV_MODEL_TIMEOUT,
     ENV_POLICY,
     ENV_RAY_ADDRESS,
     ENV_SANDBOX,
@@ -137,6 +138,16 @@ TimeoutOption = Annotated[
         "1800 = 30 min): time waiting on model calls and environment steps is not counted.",
     ),
 ]
+ModelTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        callback=positive,
+        help="Seconds one model call may take (default: harnessctl.yaml's model_timeout_s, "
+        "else 120 for a provider, whose call is re-sent after it, and 600 for a server on "
+        "this machine, whose call is sent once). Not part of the rollout cache key.",
+        envvar=ENV_MODEL_TIMEOUT,
+    ),
+]
 StoreOption = Annotated[
     str | None, typer.Option(help="Store SQLAlchemy URL.", envvar=ENV_STORE_URL)
 ]
@@ -180,12 +191,38 @@ def placement(
 
 def eval_request(ws, harness, suite: str | None, policy, where: dict, **fields):
     """An ``EvalRequest`` of ``harness`` on the --suite (else the workspace's) under
-    ``policy``, placed by ``where`` (see :func:`placement`); ``fields`` set the rest."""
+    ``policy``, placed by ``where`` (see :func:`placement`); ``fields`` set the rest. A
+    command without ``--model-timeout`` takes ``HARNESSCTL_MODEL_TIMEOUT``, else the
+    workspace's ``model_timeout_s``."""
     from ..run.evaluate import EvalRequest
+
+    if fields.get("model_timeout_s") is None:
+        fields["model_timeout_s"] = model_timeout(ws)
 
     return EvalRequest(
         harness=harness, suite=ws.load_suite(suite), policy=policy, **where, **fields
     )
+
+
+def model_timeout(ws, flag: float | None = None) -> float | None:
+    """The run's model-call timeout: the flag, else ``HARNESSCTL_MODEL_TIMEOUT``, else the
+    workspace's ``model_timeout_s``, else None (the endpoint's default)."""
+    import os
+
+    from ..errors import ConfigError
+
+    if flag is not None:
+        return flag
+    raw = os.environ.get(ENV_MODEL_TIMEOUT, "").strip()
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(ENV_MODEL_TIMEOUT, f"{raw!r} is not a number of seconds above 0")
+        return value
+    return ws.config.model_timeout_s
 
 
 def pool_arg(pool: str) -> Path | list[str]:

@@ -62,6 +62,14 @@ class EvalRequest:
     retries: int = INFRA_RETRIES
     upstream_retries: int = 3
     upstream_backoff_s: float = 0.5
+    model_timeout_s: float | None = None
+    """Seconds one model call may take (``--model-timeout``); None: 120 for a provider (its
+    call re-sent on a timeout), 600 for a server on this machine (sent once). Not in the
+    rollout's cache key: a call that runs out of time fails the rollout as infrastructure,
+    which is retried and never stored; a reply that comes in time is the same under any
+    timeout; a provider's call re-sent after one is a fresh draw of the same request, as
+    after a 5xx (retries are not in the key either). Where the host waits long enough to
+    matter, ``limits.max_wait_s`` (in the key) decides (docs/local-models.md)."""
     command: str = "eval"
     parent_run: str | None = None
     """The run this evaluation belongs to (an evolve's id): listed under it by ``runs``."""
@@ -269,12 +277,26 @@ def start_run(store, request: EvalRequest, command: str | None = None):
             suite=request.suite.name,
             split=request.split,
             policy_id=request.policy.id,
-            params_json=json.dumps(request.policy.params, sort_keys=True),
+            params_json=json.dumps(run_settings(request), sort_keys=True),
             started_at=time.time(),
             status="running",
             parent_id=request.parent_run,
         )
     )
+
+
+MODEL_TIMEOUT_KEY = "harnessctl:model_timeout_s"
+"""The run row's key of the run's model-call timeout (a name no litellm parameter has)."""
+
+
+def run_settings(request: EvalRequest) -> dict:
+    """What a run row records of its request's settings: the policy's params and, under
+    :data:`MODEL_TIMEOUT_KEY` when the run set one, its model-call timeout (absent: the
+    endpoint's default)."""
+    settings = dict(request.policy.params)
+    if request.model_timeout_s is not None:
+        settings[MODEL_TIMEOUT_KEY] = request.model_timeout_s
+    return settings
 
 
 def _members(jobs: list[Pending], rows: dict) -> list:

@@ -54,6 +54,7 @@ def session_options(request) -> dict:
         "max_tokens": request.max_tokens,
         "upstream_retries": request.upstream_retries,
         "upstream_backoff_s": request.upstream_backoff_s,
+        "model_timeout_s": request.model_timeout_s,
         "real_model": not is_offline(request.policy.model),
         # the suite names its container image; other backends take neither option
         "sandbox_options": (

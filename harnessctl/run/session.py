@@ -106,6 +106,7 @@ class RolloutSession:
         max_tokens: int | None = None,
         upstream_retries: int = 3,
         upstream_backoff_s: float = 0.5,
+        model_timeout_s: float | None = None,
         sandbox_options: dict | None = None,
         real_model: bool = True,
     ) -> None:
@@ -119,6 +120,7 @@ class RolloutSession:
         # None: the environment's own (the one rule of ``resolve_budgets``)
         self.budgets = resolve_budgets(env, max_calls=max_calls, max_tokens=max_tokens)
         self.upstream_retries, self.upstream_backoff_s = upstream_retries, upstream_backoff_s
+        self.model_timeout_s = model_timeout_s  # None: the endpoint's default (llm.call_timeout)
         self._started = False
 
     def start(self) -> RolloutSession:
@@ -140,6 +142,7 @@ class RolloutSession:
             port=int(port) if port else None,
             retries=self.upstream_retries,
             backoff_s=self.upstream_backoff_s,
+            timeout_s=self.model_timeout_s,
         )
         self.sandbox: Sandbox = get_sandbox(self.sandbox_name, **self.sandbox_options)
         # litellm (seconds to import) only for a real model, before any rollout's clock
