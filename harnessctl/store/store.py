@@ -305,7 +305,7 @@ class Store:
         found = self._own_by_cache_keys(wanted)
         missing = [k for k in wanted if k not in found]
         for source in self._cache_sources() if missing else []:
-            for row, calls, trajectory in source.lookup(missing):
+            for row, calls, trajectory in source.lookup(missing):  # one at a time
                 copied = self._copy_from_cache(row, calls, trajectory, source.origin)
                 if copied is not None:
                     found[copied.cache_key] = copied
@@ -338,10 +338,11 @@ class Store:
             return self._sources
 
     def _copy_from_cache(
-        self, row: RolloutRow, calls: list[ModelCallRow], trajectory: dict, origin: str
+        self, row: RolloutRow, calls: list[ModelCallRow], trajectory: bytes, origin: str
     ) -> RolloutRow | None:
-        """Record a cache's rollout here under its own id, ``origin`` naming the cache; None
-        when that id is taken here by another rollout (the row is then not served)."""
+        """Record a cache's rollout here under its own id, ``origin`` naming the cache, its
+        trajectory the checked JSON the cache held; None when that id is taken here by
+        another rollout (the row is then not served)."""
         with self._session() as session:
             taken = session.get(RolloutRow, row.id)
         if taken is not None and taken.cache_key != row.cache_key:
@@ -353,7 +354,10 @@ class Store:
         return self.record_rollout(row, calls, trajectory)
 
     def record_rollout(
-        self, rollout: RolloutRow, calls: list[ModelCallRow], trajectory: dict[str, Any]
+        self,
+        rollout: RolloutRow,
+        calls: list[ModelCallRow],
+        trajectory: dict[str, Any] | bytes,
     ) -> RolloutRow:
         """Record a rollout, its model calls and its trajectory; idempotent on cache_key.
 

@@ -21,11 +21,15 @@ _COMPRESSLEVEL = 6  # level 9 costs several times the CPU for a few percent on J
 
 
 def write_trajectory(path: Path, trajectory: Any) -> None:
-    """Write ``trajectory`` (a :class:`harnessctl.records.Trajectory` or its plain form) as
-    gzip JSON to ``path`` atomically (creating parent folders)."""
+    """Write ``trajectory`` (a :class:`harnessctl.records.Trajectory`, its plain form, or its
+    JSON already checked: a read-through cache's) as gzip JSON to ``path`` atomically
+    (creating parent folders)."""
     if hasattr(trajectory, "model_dump"):
         trajectory = trajectory.model_dump(mode="json")
-    payload = json.dumps(trajectory, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if isinstance(trajectory, bytes):
+        payload = trajectory
+    else:
+        payload = json.dumps(trajectory, ensure_ascii=False, separators=(",", ":")).encode()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

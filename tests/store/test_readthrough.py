@@ -12,39 +12,10 @@ from pathlib import Path
 import pytest
 
 from harnessctl.errors import ConfigError
-from harnessctl.harness import load_harness
-from harnessctl.policy import Policy
-from harnessctl.run.evaluate import EvalRequest, evaluate
+from harnessctl.run.evaluate import evaluate
 from harnessctl.store import Store
-from harnessctl.suite import load_suite
 from harnessctl.workspace import load_workspace
-from tests.helpers import BASE_HARNESS, EXAMPLE_SUITE
 from tests.helpers.cli import invoke
-
-TASKS = ["dev-000", "dev-020", "dev-045"]
-
-
-def _request(**kw) -> EvalRequest:
-    defaults = dict(
-        harness=load_harness(BASE_HARNESS),
-        suite=load_suite(EXAMPLE_SUITE),
-        split="dev",
-        policy=Policy("sim/dbbench"),
-        rollouts=2,
-        workers=2,
-        task_ids=TASKS,
-    )
-    return EvalRequest(**{**defaults, **kw})
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    """A store directory holding the six rollouts of ``_request()``, run once."""
-    state = tmp_path_factory.mktemp("cache")
-    with Store(f"sqlite:///{state / 'store.db'}", state / "trajectories") as store:
-        result = evaluate(_request(), store)
-        assert result.executed == 6
-    return state
 
 
 def _store(tmp_path: Path, *caches: Path) -> Store:
@@ -52,12 +23,14 @@ def _store(tmp_path: Path, *caches: Path) -> Store:
     return Store(f"sqlite:///{state / 'store.db'}", state / "trajectories", caches)
 
 
-def test_a_cache_serves_matching_rollouts_with_their_calls_and_trajectories(cache, tmp_path):
+def test_a_cache_serves_matching_rollouts_with_their_calls_and_trajectories(
+    cache, tmp_path, eval_request
+):
     with Store(f"sqlite:///{cache / 'store.db'}", cache / "trajectories") as source:
         theirs = {r.cache_key: r for r in source.rollouts()}
         their_calls = {k: len(source.calls(r.id)) for k, r in theirs.items()}
     with _store(tmp_path, cache) as store:
-        result = evaluate(_request(rollouts=3), store)  # six in the cache, three more to run
+        result = evaluate(eval_request(rollouts=3), store)  # six in the cache, three more to run
         assert (result.cached, result.executed) == (6, 3)
         rows = {r.cache_key: r for r in store.rollouts()}
         assert len(rows) == 9
@@ -74,7 +47,7 @@ def test_a_cache_serves_matching_rollouts_with_their_calls_and_trajectories(cach
             assert store.trajectory(row).rollout_id == row.id  # the file was copied here
             assert (store.trajectory_dir / row.trajectory_path).is_file()
             assert len(store.calls(row.id)) == their_calls[row.cache_key]
-        again = evaluate(_request(rollouts=3), store)  # now all the store's own
+        again = evaluate(eval_request(rollouts=3), store)  # now all the store's own
         assert (again.cached, again.executed) == (9, 0)
     db = sqlite3.connect(f"file:{cache / 'store.db'}?mode=ro", uri=True)
     assert db.execute("SELECT COUNT(*), MAX(origin) FROM rollout").fetchone() == (6, "")
@@ -82,12 +55,14 @@ def test_a_cache_serves_matching_rollouts_with_their_calls_and_trajectories(cach
     assert len(list((cache / "trajectories").rglob("*.json.gz"))) == 6  # the cache unchanged
 
 
-def test_a_workspace_reads_through_the_caches_it_is_pointed_at(cache, workspace, monkeypatch):
+def test_a_workspace_reads_through_the_caches_it_is_pointed_at(
+    cache, workspace, monkeypatch, eval_request
+):
     config = workspace / "harnessctl.yaml"
     config.write_text(config.read_text() + f"cache_from: [{cache}]\n")
     with load_workspace(workspace).open_store() as store:
         assert store.cache_from == [cache]
-        assert evaluate(_request(), store).cached == 6
+        assert evaluate(eval_request(), store).cached == 6
     listed = invoke("rollouts", "--json")
     assert listed.exit_code == 0, listed.output
     rows = json.loads(listed.stdout)["rollouts"]
@@ -98,7 +73,7 @@ def test_a_workspace_reads_through_the_caches_it_is_pointed_at(cache, workspace,
     assert load_workspace(workspace).cache_from() == []
 
 
-def test_a_cache_is_validated_and_bad_rows_run_instead(cache, tmp_path):
+def test_a_cache_is_validated_and_bad_rows_run_instead(cache, tmp_path, eval_request):
     bad = tmp_path / "bad"
     shutil.copytree(cache, bad)
     db = sqlite3.connect(bad / "store.db")
@@ -113,19 +88,19 @@ def test_a_cache_is_validated_and_bad_rows_run_instead(cache, tmp_path):
     shutil.copy(files[ids[0]], files[ids[3]])
     files[ids[4]].write_bytes(b"\x1f\x8b not gzip")
     with _store(tmp_path, bad) as store:
-        result = evaluate(_request(), store)
+        result = evaluate(eval_request(), store)
         origins = {r.id: r.origin for r in store.rollouts()}
     # ids[2]'s row is valid: its path is made here from its id, never read from the cache
     assert result.cached == 2 and result.executed == 4
     assert {i for i, o in origins.items() if o} == {ids[2], ids[5]}
 
 
-def test_a_cache_of_another_schema_or_not_a_store_is_a_config_error(cache, tmp_path):
+def test_a_cache_of_another_schema_or_not_a_store_is_a_config_error(cache, tmp_path, eval_request):
     with (
         pytest.raises(ConfigError, match="not a rollout cache"),
         _store(tmp_path, tmp_path / "nowhere") as store,
     ):
-        evaluate(_request(), store)
+        evaluate(eval_request(), store)
     old = tmp_path / "old"
     shutil.copytree(cache, old)
     db = sqlite3.connect(old / "store.db")
@@ -136,17 +111,17 @@ def test_a_cache_of_another_schema_or_not_a_store_is_a_config_error(cache, tmp_p
         pytest.raises(ConfigError, match="schema 6.*never migrated"),
         _store(tmp_path, old) as store,
     ):
-        evaluate(_request(), store)
+        evaluate(eval_request(), store)
 
 
-def test_the_cache_trajectory_is_read_bounded(cache, tmp_path, monkeypatch):
-    import harnessctl.store.readthrough as readthrough
+def test_the_cache_trajectory_is_read_bounded(cache, tmp_path, monkeypatch, eval_request):
+    import harnessctl.store.cachebounds as cachebounds
 
     big = tmp_path / "big"
     shutil.copytree(cache, big)
-    monkeypatch.setattr(readthrough, "MAX_TRAJECTORY_BYTES", 200)
+    monkeypatch.setattr(cachebounds, "MAX_TRAJECTORY_BYTES", 200)
     path = next((big / "trajectories").rglob("*.json.gz"))
     with gzip.open(path) as gz:
         assert len(json.loads(gz.read())) > 0  # a real trajectory, far over 200 bytes
     with _store(tmp_path, big) as store:
-        assert evaluate(_request(), store).cached == 0
+        assert evaluate(eval_request(), store).cached == 0
