@@ -71,13 +71,30 @@ class History:
         return self.feedback[-1] if self.feedback else self.initial
 
 
-def read_history(messages: Iterable[Any] | None) -> History:
-    """Split ``messages`` (any shape) into a :class:`History`."""
-    initial: list[str] = []
+def read_history(messages: Iterable[Any] | None, task_text: str = "") -> History:
+    """Split ``messages`` (any shape) into a :class:`History`.
+
+    ``task_text`` (the task's description, as the oracle knows it): every message before the
+    first non-assistant message that contains it belongs to the initial context, assistant
+    messages included: they are turns the harness wrote itself (an in-context example, the
+    "Ok." AgentBench's DBBench protocol injects), not the agent's replies. Empty, or not
+    found: the agent's replies are every assistant message."""
+    listed = list(messages or ())
+    start = 0
+    if task_text:
+        start = next(
+            (
+                i
+                for i, m in enumerate(listed)
+                if role_and_text(m)[0] != "assistant" and task_text in role_and_text(m)[1]
+            ),
+            0,
+        )
+    initial: list[str] = [role_and_text(m)[1] for m in listed[:start]]
     replies: list[str] = []
     feedback: list[list[str]] = []
     observations: list[str] = []
-    for message in messages or ():
+    for message in listed[start:]:
         role, text = role_and_text(message)
         if role == "assistant":
             replies.append(text)

@@ -1,37 +1,60 @@
-"""dbbench-base: the DBBench text protocol and nothing more.
+"""dbbench-base: AgentBench v0.2's DBBench text protocol, verbatim, and nothing more.
 
-Deliberately plain so that repair directions have something to fix: the context holds only
-the task text, actions are not validated, tool errors are shown as they are, an unparsable
-reply ends the episode, and there is no warning before the last round.
+The conversation of AgentBench's DBBench task (THUDM/AgentBench, v0.2,
+``src/server/tasks/dbbench/__init__.py``; Apache-2.0, see README.md): its instructions
+(``big_prompt``, ``prompts/big_prompt.md`` byte for byte) as the first user message, the agent
+turn "Ok." it injects, then the question (the description, a newline, the additional
+description). Replies are read as AgentBench reads them: the first ``Action: ...`` line;
+``Operation`` runs the first ```sql block (newlines made spaces), and an Operation without one
+is a format failure; any other action, or none, must carry ``Final Answer:`` after a newline
+(the rest of that line is the answer), else a format failure. AgentBench executes at most 15
+operations and reads the reply after the 15th for an answer: 16 model calls.
+
+Deliberately plain so that repair directions have something to fix: no schema in the context,
+no validation, tool errors shown as they are, an unparsable reply ends the episode, and there
+is no warning before the last round. Standard library and harnessctl_runtime only.
 """
 
 import re
 
 from harnessctl_runtime import Action, Failure, Harness, Observation, Recovery, State
 
-SQL_BLOCK = re.compile(r"```sql\s*\n?(.*?)```", re.S | re.I)
-FINAL_ANSWER = re.compile(r"Final Answer:(.*)", re.S)
+# AgentBench's three patterns, as written there
+ACTION = re.compile(r"Action: (.*?)\n")
+SQL_BLOCK = re.compile(r"```sql\n([\s\S]*?)\n```")
+FINAL_ANSWER = re.compile(r"\nFinal Answer:(.*)")
+#: The agent turn AgentBench injects after its instructions.
+ACKNOWLEDGEMENT = "Ok."
 
 
 class DBBenchHarness(Harness):
     def system_prompt(self, state: State) -> str:
-        return self.read_prompt("system.md")
+        # AgentBench sends its instructions as a user message, not a system message
+        return self.read_prompt("big_prompt.md")
 
     def build_context(self, state: State) -> list[dict]:
         messages = [
-            {"role": "system", "content": self.system_prompt(state)},
+            {"role": "user", "content": self.system_prompt(state)},
+            {"role": "assistant", "content": ACKNOWLEDGEMENT},
             {"role": "user", "content": self.task_message(state)},
         ]
         return messages + self.history(state)
 
+    def task_message(self, state: State) -> str:
+        return state.task.get("instruction", "") + "\n" + state.task.get("context", "")
+
     def parse_action(self, reply: str, state: State) -> Action:
-        sql = SQL_BLOCK.search(reply)
+        action = ACTION.search(reply)
+        if action and action.group(1) == "Operation":
+            sql = SQL_BLOCK.search(reply)
+            if sql is None:
+                return Action(kind="invalid", error="Action: Operation without a ```sql block")
+            statement = sql.group(1).strip().replace("\n", " ")
+            return Action(kind="tool", tool="sql", argument=statement)
         answer = FINAL_ANSWER.search(reply)
-        if sql and (answer is None or sql.start() < answer.start()):
-            return Action(kind="tool", tool="sql", argument=sql.group(1).strip())
-        if answer:
+        if answer:  # stripped: the scorer reads the answer stripped, as AgentBench's eval() did
             return Action(kind="answer", argument=answer.group(1).strip())
-        return Action(kind="invalid", error="no SQL block and no Final Answer")
+        return Action(kind="invalid", error="no Action: Operation and no Final Answer")
 
     def validate_action(self, action: Action, state: State) -> str | None:
         return None

@@ -1,34 +1,47 @@
-"""os-base: AgentBench's OS-interaction protocol, and nothing more.
+"""os-base: AgentBench v0.2's OS-interaction protocol, verbatim, and nothing more.
 
-Each reply thinks on a ``Think:`` line and takes one action: ``Act: bash`` with the command
-in a ```bash block (sent to the environment's ``bash`` tool), ``Act: answer(<answer>)`` (the
-final answer) or ``Act: finish`` (the ``finish`` tool: the system is changed as asked). The
-output is shown as AgentBench shows it ("The output of the OS:" and the output, or "The
-output of the OS is empty."). Deliberately plain so that repair directions have something to
-fix: no validation of commands or answers, the exit status and a stopped command's reason
-are not shown, a reply without an action ends the episode, and the last rounds are not
-announced. Standard library and harnessctl_runtime only.
+The conversation of AgentBench's OS task (THUDM/AgentBench, v0.2,
+``src/server/tasks/os_interaction/task.py``; Apache-2.0, see README.md), always in its one-shot
+form: the instructions (``prompts/instructions.md``, byte for byte) and the example problem as
+the first user message, the example's turns (``prompts/one_shot.json``: how many files are in
+/etc, ``Act: answer(220)``), then "Now, I will start a new problem in a new OS. My problem is:"
+and the task. Replies are read as AgentBench's ``extract_action`` reads them: the last ``Act:``
+line that names an action decides; ``bash`` runs every ```bash block of the reply, joined by a
+blank line; ``answer`` takes what lies between the first ``(`` and the last ``)`` of its line
+(an answer line without both is skipped); ``finish`` ends the episode (the system was changed).
+A reply with no action ends the episode. Outputs are shown as AgentBench shows them ("The
+output of the OS:" and the output, cut by the environment at 780 characters with a note, or
+"The output of the OS is empty."); at most 8 rounds, not announced.
+
+Deliberately plain so that repair directions have something to fix: no validation of commands
+or answers, the exit status and a stopped command's reason are not shown, a reply without an
+action ends the episode, and the last rounds are not announced. Standard library and
+harnessctl_runtime only.
 """
 
+import json
 import re
 
 from harnessctl_runtime import Action, Failure, Harness, Observation, Recovery, State
 
-BASH = re.compile(r"Act:\s*bash\s*```(?:bash|sh)?\s*\n(.*?)```", re.S | re.I)
-ANSWER = re.compile(r"Act:\s*answer\((.*)\)", re.S | re.I)
-FINISH = re.compile(r"Act:\s*finish\b", re.I)
+# AgentBench's patterns, as written there
+ACT = re.compile(r"Act:\s*(.+)")
+BASH_BLOCK = re.compile(r"```bash\n(.*?)\n```", re.DOTALL)
+#: AgentBench's roles in the example conversation, as chat roles.
+ROLES = {"user": "user", "agent": "assistant"}
 
 
 class OSHarness(Harness):
-    def system_prompt(self, state: State) -> str:
-        return self.read_prompt("system.md")
+    def example_messages(self) -> list[dict]:
+        """The instructions with the example problem, then the example's turns."""
+        shot = json.loads(self.read_prompt("one_shot.json"))
+        first = self.read_prompt("instructions.md") + "Now, my problem is:\n\n" + shot[0]["content"]
+        turns = [{"role": ROLES[m["role"]], "content": m["content"]} for m in shot[1:]]
+        return [{"role": "user", "content": first}] + turns
 
     def build_context(self, state: State) -> list[dict]:
-        messages = [
-            {"role": "system", "content": self.system_prompt(state)},
-            {"role": "user", "content": self.task_message(state)},
-        ]
-        return messages + self.history(state)
+        task = {"role": "user", "content": self.task_message(state)}
+        return self.example_messages() + [task] + self.history(state)
 
     def task_message(self, state: State) -> str:
         return "Now, I will start a new problem in a new OS. My problem is:\n\n" + (
@@ -36,21 +49,26 @@ class OSHarness(Harness):
         )
 
     def parse_action(self, reply: str, state: State) -> Action:
-        bash = BASH.search(reply)
-        if bash:
-            return Action(kind="tool", tool="bash", argument=bash.group(1).strip())
-        answer = ANSWER.search(reply)
-        if answer:
-            return Action(kind="answer", argument=answer.group(1).strip())
-        if FINISH.search(reply):
-            return Action(kind="tool", tool="finish", argument="")
+        for act in reversed(ACT.findall(reply)):  # the last action line decides
+            name = act.lower()
+            if name.startswith("bash"):
+                script = "\n\n".join(BASH_BLOCK.findall(reply))
+                return Action(kind="tool", tool="bash", argument=script)
+            if name.startswith("finish"):
+                return Action(kind="tool", tool="finish", argument="")
+            if name.startswith("answer"):
+                content = act[6:].strip()
+                left, right = content.find("("), content.rfind(")")
+                if left == -1 or right == -1:
+                    continue
+                return Action(kind="answer", argument=content[left + 1 : right])
         return Action(kind="invalid", error="no action (Act: bash, answer or finish) in the reply")
 
     def validate_action(self, action: Action, state: State) -> str | None:
         return None
 
     def show(self, observation: Observation) -> str:
-        if not observation.text.strip():
+        if not observation.text:
             return "The output of the OS is empty."
         return "The output of the OS:\n\n" + observation.text
 

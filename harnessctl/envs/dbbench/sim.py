@@ -258,7 +258,7 @@ def next_move(
     """The sim's next move for the task described by ``oracle`` (see the module docstring)."""
     task = Task.from_oracle(oracle)
     plan = plan_episode(task, seed, rates)
-    hist = generic.read_history(messages)
+    hist = generic.read_history(messages, task.description)
     turn = hist.turn
 
     if "format" in plan.active and (

@@ -15,11 +15,16 @@ from typing import Any
 
 from harnessctl.policies.sim_signals import field_of, text_of
 
+from .sim import episode_messages
+
 _HEADER = re.compile(r"^\s*The output of the OS[^\n]*\n", re.I)
 
 
-def _assistant_turns(messages: list[Any]) -> int:
-    return sum(1 for m in messages or [] if field_of(m, "role") == "assistant")
+def _assistant_turns(messages: list[Any], description: str) -> int:
+    """The policy's own replies: the assistant turns after the message that states the task
+    (the harness's one-shot example before it is not the policy's)."""
+    own = episode_messages(messages, description)
+    return sum(1 for m in own if field_of(m, "role") == "assistant")
 
 
 def last_output(messages: list[Any]) -> str:
@@ -35,10 +40,10 @@ class ReplayOS:
     """``replay/os_interaction`` as an offline policy plugin."""
 
     description = "TEST DOUBLE: answers os_interaction tasks with the example scripts' output"
-    version = "1"
+    version = "2"  # 2: the one-shot example turns are not its replies
 
     def view(self, env: Any, task: Any) -> dict[str, Any]:
-        return {"replay": list(env.replay(task))}
+        return {"replay": list(env.replay(task)), "description": env.oracle(task)["description"]}
 
     def reply(
         self,
@@ -49,7 +54,8 @@ class ReplayOS:
         tools: list[dict[str, Any]],
     ) -> str | dict[str, Any]:
         script = view["replay"]
-        step = script[min(_assistant_turns(messages), len(script) - 1)]
+        own = _assistant_turns(messages, str(view.get("description") or ""))
+        step = script[min(own, len(script) - 1)]
         offered = {(t.get("function") or {}).get("name") for t in tools or []}
         call = step.get("tool_call")
         if call and call.get("name") in offered:

@@ -60,9 +60,25 @@ class Exchange:
     feedback: str
 
 
-def read_history(messages: Sequence[Any]) -> list[Exchange]:
+def episode_messages(messages: Sequence[Any], description: str) -> list[Any]:
+    """The messages from the one that states the task on: the harness's own turns before it
+    (AgentBench's one-shot example) are context, not the sim's replies. All of them when no
+    message holds the description."""
+    listed = list(messages or [])
+    for i, message in enumerate(listed):
+        role = str(field_of(message, "role") or "user")
+        if (
+            role != "assistant"
+            and description
+            and description in text_of(field_of(message, "content"))
+        ):
+            return listed[i:]
+    return listed
+
+
+def read_history(messages: Sequence[Any], description: str = "") -> list[Exchange]:
     turns: list[Exchange] = []
-    for message in messages or []:
+    for message in episode_messages(messages, description):
         role = str(field_of(message, "role") or "user")
         text = text_of(field_of(message, "content"))
         if role == "assistant":
@@ -108,7 +124,7 @@ def next_reply(
     mode = plan_mode(str(oracle.get("task_id", "")), seed, rates)
     if mode == "verbose" and not oracle.get("answers"):
         mode = None
-    history = read_history(messages)
+    history = read_history(messages, str(oracle.get("description") or ""))
     said = "\n".join(e.feedback for e in history)
     ran = [e for e in history if "Act: bash" in e.reply]
     if not ran:

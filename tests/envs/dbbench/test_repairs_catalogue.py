@@ -292,8 +292,9 @@ def test_answer_list_check_rejects_a_bare_answer(tmp_path, task_dir):
 
 def test_context_shows_schema_and_example_rows(tmp_path, task_dir):
     _, model = episode("context-schema-and-rows", tmp_path, task_dir, ANSWER)
-    first_user = model.seen[0][1]["content"]
-    assert first_user.startswith("Which opponent drew most?")
+    task_message = model.seen[0][2]["content"]  # after AgentBench's prompt and the "Ok." turn
+    assert task_message.startswith("Which opponent drew most?")
+    first_user = task_message
     assert all(f"`{c}`" in first_user for c in COLUMNS) and "40 rows" in first_user
     assert all(cell in first_user for cell in ROWS[0])  # copied exactly as stored
 
