@@ -1,14 +1,22 @@
 """miniwob-base: the plain web-agent protocol, and nothing more.
 
 The context is the task's instruction, the first page (the utterance and the page as text,
-one element a line with its ref) and the whole history of replies and pages. Each reply
-thinks on a ``Think:`` line and gives exactly one action on an ``Action:`` line: ``click
-[ref]``, ``type [ref] "text"`` or ``press <Key>``, sent to the environment's tool of that
-name (with ``settings.function_calling`` the three are offered as functions instead).
+one element a line with its ref) and the whole history of replies and pages. Two protocols,
+each with its own system prompt:
+
+- text (the default, ``prompts/system.md``): each reply thinks on a ``Think:`` line and gives
+  exactly one action on an ``Action:`` line: ``click [ref]``, ``type [ref] "text"`` or
+  ``press <Key>``, sent to the environment's tool of that name;
+- function calling (``settings.function_calling: true``, ``prompts/functions.md``): the three
+  are offered as OpenAI functions and an action is a tool call of the reply, as that protocol
+  has it; a reply without one is a format failure, whatever its text says (a call written as
+  JSON text is not a call: reading it is a repair, ``call-in-text`` in the environment's
+  ``format-validation`` direction).
+
 Deliberately plain so that repair directions have something to fix: no validation (an
 action the page refuses is answered only with the environment's error), no recovery (a
-reply without an Action line ends the episode), no loop detection, every page of the
-history kept in full. Standard library and harnessctl_runtime only.
+reply without an Action line, or without a call, ends the episode), no loop detection,
+every page of the history kept in full. Standard library and harnessctl_runtime only.
 """
 
 import re
@@ -42,7 +50,7 @@ class MiniwobHarness(Harness):
             self.tool_specs = list(FUNCTIONS)
 
     def system_prompt(self, state: State) -> str:
-        return self.read_prompt("system.md")
+        return self.read_prompt("functions.md" if self.tool_specs else "system.md")
 
     def task_message(self, state: State) -> str:
         return f"{state.task.get('instruction', '')}\n\n{state.task.get('observation', '')}"
@@ -58,6 +66,8 @@ class MiniwobHarness(Harness):
         calls = state.reply.tool_calls if state.reply is not None else []
         if calls:
             return self.parse_tool_call(calls[0], state)
+        if self.tool_specs:  # function calling: an action is a tool call, never reply text
+            return Action(kind="invalid", error="no function call in the reply")
         match = ACTION.search(reply)
         if match is None:
             return Action(kind="invalid", error="no Action line in the reply")

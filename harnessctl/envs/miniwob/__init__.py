@@ -69,7 +69,9 @@ class MiniwobEnvironment(Environment):
     max_calls = 40
     #: Tokens per rollout: 30 turns with the page (~1-3k tokens) and the history in context.
     max_tokens = 400_000
-    version = "1"
+    #: 2: the pages served as UTF-8 and the images their stylesheets name loaded before the
+    #: episode (what the agent sees changed: no rollout of version 1 is served for it).
+    version = "2"
     directions = HERE / "directions"
 
     def __init__(self, success_threshold: float = 1.0) -> None:

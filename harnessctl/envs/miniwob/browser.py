@@ -6,9 +6,12 @@ when it closes, so each rollout worker reuses one browser across its episodes. E
 starts from a clean state: the task page is loaded again (a fresh document, no state of the
 episode before) and its generator seeded. Every browser is quit when the process exits
 (``atexit``) or when :func:`close_browsers` is called; a browser whose session failed is
-quit and dropped instead of going back to the pool. A process killed outright cannot quit
-its browsers: the next pool to start a browser first reaps those whose owner is gone
-(:func:`reap_orphans`).
+quit and dropped instead of going back to the pool. Browsers die with their owner however it
+ends: each chromedriver starts in a process group of its own (Chromium and its helpers with
+it), registered with the owner's reaper (:mod:`.reaper`, a small process started with the
+first browser, that kills every group still registered once its owner is gone, a SIGKILL
+included). As a last resort (the reaper killed too), the next pool to start a browser first
+reaps those whose owner is gone (:func:`reap_orphans`).
 
 The browser reaches nothing but the task pages. The pages are served read only from the
 installed package's ``html`` directory by a loopback HTTP server of this process
@@ -32,9 +35,11 @@ import atexit
 import contextlib
 import functools
 import http.server
+import json
 import os
 import shutil
-import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -42,6 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from harnessctl.errors import ConfigError
+
+from . import reaper
 
 CHROMIUM_ENV = "HARNESSCTL_CHROMIUM"
 CHROMEDRIVER_ENV = "HARNESSCTL_CHROMEDRIVER"
@@ -86,11 +93,32 @@ def binaries() -> tuple[str, str]:
     return chromium, driver
 
 
+#: Types served with ``charset=utf-8``. MiniWoB++'s pages and scripts are UTF-8 and name no
+#: charset; MiniWoB++ opens them as ``file://`` URLs, which Chromium reads as UTF-8, while an
+#: HTTP page without one is read as windows-1252 (``unicode-test``'s "Cancél" became
+#: "CancÃ©l"). The header makes the served pages what MiniWoB++ shows.
+UTF8_TYPES = ("text/", "application/javascript", "application/json")
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
-    """Serves the task pages (GET and HEAD only, the standard library's handler) silently."""
+    """Serves the task pages (GET and HEAD only, the standard library's handler) silently,
+    text as UTF-8 (:data:`UTF8_TYPES`)."""
+
+    def guess_type(self, path: Any) -> str:
+        kind = super().guess_type(path)
+        return f"{kind}; charset=utf-8" if kind.startswith(UTF8_TYPES) else kind
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
         return
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a page navigated away while a file was on its way (a reset's reload): not an error
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class PageServer:
@@ -98,8 +126,7 @@ class PageServer:
 
     def __init__(self, root: Path) -> None:
         handler = functools.partial(_Quiet, directory=str(root))
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _Server(("127.0.0.1", 0), handler)
         self.port = int(self.httpd.server_address[1])
         self.base = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(
@@ -130,12 +157,133 @@ def task_url(task: str) -> str:
     return f"{page_server().base}/miniwob/{task}.html"
 
 
+class Reaper:
+    """This process's reaper (:mod:`.reaper`): started with the first browser, told of each
+    browser's process group as its chromedriver starts and again when it is quit; started
+    afresh (and told of every live group) if it is gone, and in a child forked by this
+    process, which must not hold its parent's pipe (the reaper waits for the pipe's end)."""
+
+    SCRIPT = Path(reaper.__file__).resolve()
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._owner = 0
+        self.groups: dict[int, dict[str, Any]] = {}
+
+    def add(self, group: int, profile: str) -> None:
+        """Register the process group ``group`` (its leader just started) and its profile."""
+        message = {"add": group, "started": reaper.start_time(group), "profile": profile}
+        with self._lock:
+            self.groups[group] = message
+            self._send(message)
+
+    def drop(self, group: int) -> None:
+        """Forget ``group``: its browser was quit."""
+        with self._lock:
+            if self.groups.pop(group, None) is not None:
+                self._send({"drop": group})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        for _ in range(2):  # a reaper found gone is started again, once
+            try:
+                pipe = self._pipe()
+                pipe.write(json.dumps(message).encode() + b"\n")
+                pipe.flush()
+                return
+            except (OSError, ValueError):
+                self._process = None
+
+    def _pipe(self) -> Any:
+        process = self._process
+        if process is None or self._owner != os.getpid() or process.poll() is not None:
+            # its own session: a Ctrl-C or a kill of this process's group leaves it running
+            process = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(self.SCRIPT), str(os.getpid())],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            self._process, self._owner = process, os.getpid()
+            assert process.stdin is not None
+            for message in self.groups.values():
+                process.stdin.write(json.dumps(message).encode() + b"\n")
+        assert process.stdin is not None
+        return process.stdin
+
+    def stop(self) -> None:
+        """End the pipe (at exit, once every browser is quit): the reaper exits."""
+        with self._lock:
+            process, self._process = self._process, None
+            if process is None or self._owner != os.getpid():
+                return
+            with contextlib.suppress(OSError, ValueError):
+                assert process.stdin is not None
+                process.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
+
+    def forget(self) -> None:
+        """In a forked child: let go of the parent's pipe (never written to here)."""
+        process, self._process = self._process, None
+        self._lock = threading.Lock()
+        self.groups = {}
+        if process is not None and process.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                os.close(process.stdin.fileno())
+
+
+REAPER = Reaper()
+os.register_at_fork(after_in_child=REAPER.forget)
+
+
+def _service(driver: str, env: dict[str, str], profile: str) -> Any:
+    """Selenium's chromedriver service, started in a session of its own (so its process group
+    holds the driver, Chromium and Chromium's helpers) and registered with :data:`REAPER` the
+    moment its process exists, before Chromium is launched."""
+    from selenium.webdriver.chrome.service import Service
+
+    class Owned(Service):
+        def _start_process(self, path: str) -> None:
+            super()._start_process(path)
+            REAPER.add(self.process.pid, profile)
+
+    return Owned(driver, env=env, popen_kw={"start_new_session": True})
+
+
+#: Load every image a stylesheet of the page names (``url(...)``), each settled (loaded or
+#: failed), then answer how many.
+PRELOAD_JS = """
+var finish = arguments[arguments.length - 1], urls = {};
+Array.prototype.forEach.call(document.styleSheets, function (sheet) {
+  var rules;
+  try { rules = sheet.cssRules; } catch (e) { return; }
+  Array.prototype.forEach.call(rules || [], function (rule) {
+    var found, pattern = /url\\(\\s*['"]?([^'")]+)['"]?\\s*\\)/g;
+    while ((found = pattern.exec(rule.cssText || '')) !== null) {
+      if (found[1].indexOf('data:') !== 0) {
+        urls[new URL(found[1], sheet.href || location.href).href] = true;
+      }
+    }
+  });
+});
+var names = Object.keys(urls);
+Promise.all(names.map(function (u) {
+  return new Promise(function (settle) {
+    var image = new Image();
+    image.onload = image.onerror = function () { settle(); };
+    image.src = u;
+  });
+})).then(function () { finish(names.length); });
+"""
+
+
 class Browser:
     """One headless Chromium with one tab (see the module docstring)."""
 
     def __init__(self) -> None:
         from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
 
         chromium, driver = binaries()
         server = page_server()
@@ -166,7 +314,12 @@ class Browser:
         env = dict(os.environ)
         if len(tempfile.gettempdir()) > SHORT_TMP:
             env["TMPDIR"] = "/tmp"
-        self.driver = webdriver.Chrome(service=Service(driver, env=env), options=options)
+        self.service = _service(driver, env, self.profile)
+        try:
+            self.driver = webdriver.Chrome(service=self.service, options=options)
+        except BaseException:
+            self._kill()
+            raise
         self.driver.set_page_load_timeout(LOAD_TIMEOUT_S)
         self.driver.set_script_timeout(LOAD_TIMEOUT_S)
         self.driver.execute_cdp_cmd("Network.enable", {})
@@ -192,6 +345,10 @@ class Browser:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the task page {url} did not load")
             time.sleep(0.01)
+        # the images the page's stylesheets name load into this document before its episode
+        # starts: an element drawn by one (social-media's icons) has no size, and is not on
+        # the page the agent sees, until it has loaded (a race the machine's load decided)
+        self.driver.execute_async_script(PRELOAD_JS)
         # the seed and the mark are arguments, never script text
         self.driver.execute_script(
             "Math.seedrandom(arguments[0]); window[arguments[1]] = arguments[2];",
@@ -211,11 +368,20 @@ class Browser:
         return len(others)
 
     def quit(self) -> None:
-        """Quit Chromium and its driver, and remove the profile."""
+        """Quit Chromium and its driver, kill whatever of them is left, remove the profile."""
         try:
             self.driver.quit()
         finally:
-            shutil.rmtree(self.profile, ignore_errors=True)
+            self._kill()
+
+    def _kill(self) -> None:
+        process = getattr(self.service, "process", None)
+        group = process.pid if process is not None else None
+        started = REAPER.groups.get(group, {}).get("started") if group else None
+        groups = {group: started} if group else {}
+        reaper.kill_browsers(groups, set(), {self.profile})
+        if group:
+            REAPER.drop(group)
 
 
 class BrowserPool:
@@ -271,12 +437,35 @@ class BrowserPool:
             return len(self._all)
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return [part.decode(errors="replace") for part in fh.read().split(b"\0") if part]
-    except OSError:
+def reap_orphans() -> list[int]:
+    """Kill the browsers (Chromium and its chromedriver) whose owning process is gone and
+    whose reaper did not (it was killed too): a browser is found by its profile directory
+    (``--user-data-dir=<tmp>/hx-chromium-<owner pid>-...``), its driver is the parent of its
+    main process. Linux only (``/proc``); the pids killed."""
+    if not os.path.isdir("/proc"):
         return []
+    marker = f"--user-data-dir={tempfile.gettempdir()}/{PROFILE_PREFIX}"
+    victims: set[int] = set()
+    profiles: set[str] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        flag = next((a for a in reaper.cmdline(pid) if a.startswith(marker)), None)
+        if flag is None:
+            continue
+        owner = flag[len(marker) :].split("-", 1)[0]
+        if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
+            continue
+        victims.add(pid)
+        profiles.add(flag.split("=", 1)[1])
+        driver = _parent(pid)
+        if driver and any("chromedriver" in a for a in reaper.cmdline(driver)[:1]):
+            victims.add(driver)
+    if not victims:
+        return []
+    # the browser's helpers whose flags name the profile otherwise (crashpad's database...)
+    return reaper.kill_browsers({}, victims, profiles)
 
 
 def _parent(pid: int) -> int:
@@ -287,61 +476,13 @@ def _parent(pid: int) -> int:
         return 0
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie awaiting its reaper is not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def reap_orphans() -> list[int]:
-    """Kill the browsers (Chromium and its chromedriver) whose owning process is gone: a
-    process killed outright (SIGKILL) cannot quit them at exit. A browser is found by its
-    profile directory (``--user-data-dir=<tmp>/hx-chromium-<owner pid>-...``); its driver is
-    the parent of its main process. Linux only (``/proc``); the pids killed."""
-    if not os.path.isdir("/proc"):
-        return []
-    marker = f"--user-data-dir={tempfile.gettempdir()}/{PROFILE_PREFIX}"
-    victims: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        flag = next((a for a in _cmdline(pid) if a.startswith(marker)), None)
-        if flag is None:
-            continue
-        owner = flag[len(marker) :].split("-", 1)[0]
-        if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
-            continue
-        victims[pid] = flag.split("=", 1)[1]
-        driver = _parent(pid)
-        if driver and any("chromedriver" in a for a in _cmdline(driver)[:1]):
-            victims[driver] = ""
-    profiles = set(victims.values()) - {""}
-    # the browser's helpers whose flags name the profile otherwise (crashpad's database...)
-    for entry in os.listdir("/proc") if profiles else ():
-        pid = int(entry) if entry.isdigit() else 0
-        if pid and pid not in victims and any(p in a for a in _cmdline(pid) for p in profiles):
-            victims[pid] = ""
-    for pid in victims:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5  # the profile goes once nothing writes to it
-    while any(_running(pid) for pid in victims) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    while True:  # a dying helper may still have written into it: remove until it is gone
-        for profile in profiles:
-            shutil.rmtree(profile, ignore_errors=True)
-        if not any(os.path.exists(p) for p in profiles) or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    return sorted(victims)
-
-
 POOL = BrowserPool()
-atexit.register(POOL.close)
+
+
+@atexit.register
+def _at_exit() -> None:
+    POOL.close()
+    REAPER.stop()
 
 
 def close_browsers() -> None:

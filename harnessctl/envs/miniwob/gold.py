@@ -313,11 +313,22 @@ def click_collapsible_2(page: Page) -> str | None:
 
 
 def click_menu_2(page: Page) -> str | None:
+    """Open the menu, then each item that holds a submenu (jQuery UI's menu opens one on a
+    click of its item, not only on hover) until the labelled item shows, then click it."""
     (label,) = page.quoted()[1:2] or [""]
-    item = page.find(lambda e: e.all_text().strip() == label and e.tag in ("a", "li", "div"))
+    item = page.find(lambda e: e.tag == "li" and e.all_text().strip() == label)
     if item is not None:
         return click(item)
-    return click(page.find(lambda e: e.id == "open-menu"))
+    if page.find(lambda e: e.id == "menu") is None:
+        return click(page.find(lambda e: e.id == "open-menu"))
+    holders = page.all(
+        lambda e: (
+            e.tag == "li"
+            and "ui-state-disabled" not in e.classes
+            and _within(e, "ui-menu-icon") is not None
+        )
+    )
+    return next((click(h) for h in holders if not page.done(f"click [{h.ref}]")), None)
 
 
 def _thread_of(page: Page, sender: str) -> Element | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from harnessctl.policies.sim_signals import field_of, text_of
 
-from .actions import ActionError, parse_action
+from .actions import TOOLS, ActionError, parse_action
 
 MEANT = re.compile(r"the next step of the task is: (.+)$", re.M)
 _ACTION = re.compile(r"^\s*Action:\s*(.+?)\s*$", re.M)
@@ -59,11 +59,31 @@ def _sent(message: Any) -> str | None:
             return None
         name = str(field_of(function, "name") or "")
         return normal(name, "", arguments if isinstance(arguments, dict) else {})
-    match = _ACTION.search(text_of(field_of(message, "content")))
+    text = text_of(field_of(message, "content"))
+    match = _ACTION.search(text)
     if match is None:
-        return None
+        written = written_call(text)
+        return normal(written["name"], "", written["arguments"]) if written else None
     tool, _, argument = match.group(1).partition(" ")
     return normal(tool, argument) or match.group(1)
+
+
+def written_call(text: str) -> dict[str, Any] | None:
+    """The first JSON object of ``text`` that is a call of one of the environment's tools
+    (``{"name": "click", "arguments": {"ref": 6}}``), as ``{"name", "arguments"}``: how
+    ``sim/miniwob``'s ``format`` mode writes its call under function calling."""
+    decoder, start = json.JSONDecoder(), text.find("{")
+    while start != -1:
+        try:
+            found, end = decoder.raw_decode(text, start)
+        except ValueError:
+            found, end = None, start + 1
+        if isinstance(found, dict) and found.get("name") in TOOLS:
+            arguments = found.get("arguments")
+            if isinstance(arguments, dict):
+                return {"name": found["name"], "arguments": arguments}
+        start = text.find("{", end)
+    return None
 
 
 def read_history(messages: Sequence[Any]) -> list[Exchange]:
@@ -123,4 +143,5 @@ __all__ = [
     "read_history",
     "taken",
     "text_reply",
+    "written_call",
 ]

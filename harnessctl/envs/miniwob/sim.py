@@ -7,7 +7,11 @@ ways that depend on what the harness does. Each (seed, task) draws at most one m
 - ``format``: from a drawn turn on, it writes its next action as prose ("I should click [6]
   next.") with no ``Action:`` line, until a message from the harness after that turn
   restates the format (contains ``Action:``). ``miniwob-base`` ends the episode
-  (``invalid_format``); a harness that re-prompts gets the action on the next turn.
+  (``invalid_format``); a harness that re-prompts gets the action on the next turn. Offered
+  the functions, it writes its call as JSON text in the reply instead of a tool call
+  (``{"name": "click", "arguments": {"ref": 6}}``, as a small model whose server's tool-call
+  parser missed it), every time: ``miniwob-base`` ends the episode (``invalid_format``); a
+  harness that reads a call written as text (``call-in-text``) gets it done.
 - ``label``: from a drawn turn on, it names the element it clicks by its text
   (``click "Submit"``) instead of its ref, every time; the environment refuses it (a ref is
   a number) and ``miniwob-base`` passes the refusal on until the episode ends
@@ -29,11 +33,12 @@ rate; of the modes that are on, the one whose draw is smallest against its rate 
 episode's (raising ``skill`` only switches modes off); another draw fixes the turn. Rates are
 ``BASE_RATES`` scaled by ``2 * (1 - skill)``; ``rate_<mode>`` params override them. The reply
 is a pure function of (oracle, messages, seed, params). Offered the environment's functions,
-it answers with calls; ``format`` and ``label`` then do not apply.
+it answers with calls (``format`` writes them as text, above; ``label`` does not apply).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -125,11 +130,9 @@ def next_action(
     sent = meant
     if plan.mode == "label" and not function_calling and turn >= plan.turn:
         sent = _label(meant, observation) or meant
+    # under function calling the call is written as text every time; in text, prose until told
     prose = (
-        plan.mode == "format"
-        and not function_calling
-        and turn >= plan.turn
-        and "Action:" not in told
+        plan.mode == "format" and turn >= plan.turn and (function_calling or "Action:" not in told)
     )
     return meant, sent, prose
 
@@ -147,6 +150,8 @@ def next_reply(
         return GIVE_UP
     if function_calling:
         call = as_call(sent)
+        if call is not None and prose:
+            return f"{text_reply(meant).splitlines()[0]}\n{json.dumps(call)}"
         if call is not None:
             return {"content": text_reply(meant).split("\n")[0], "tool_calls": [call]}
     if prose:

@@ -281,10 +281,11 @@ def test_an_ended_process_leaves_no_browser_behind(tmp_path):
     assert not leftovers and not os.path.exists(f"/proc/{pid}"), leftovers
 
 
-def test_the_browsers_of_a_killed_process_are_reaped_by_the_next(tmp_path):
-    """A process killed outright (SIGKILL) cannot quit its browsers at exit: the next process
-    to start one reaps them first (``reap_orphans``: the owner's pid is in each profile's
-    name)."""
+def test_the_browsers_of_a_process_killed_with_its_reaper_are_reaped_by_the_next(tmp_path):
+    """The last resort: a process killed outright (SIGKILL) together with its reaper (as
+    ``kill -9`` of both would) leaves its browsers; the next process to start one reaps them
+    first (``reap_orphans``: the owner's pid is in each profile's name). (A process killed
+    alone takes its browsers with it: test_miniwob_protocols.py kills a real eval.)"""
     import json
     import tempfile
 
@@ -294,11 +295,14 @@ def test_the_browsers_of_a_killed_process_are_reaped_by_the_next(tmp_path):
         """
         import json, os, signal
         from harnessctl.envs.miniwob import MiniwobEnvironment
+        from harnessctl.envs.miniwob.browser import REAPER
         from harnessctl.envs.miniwob.tasks import make_task
         env = MiniwobEnvironment()
         ep = env.open_episode(make_task({"task": "click-test", "seed": 1}, "x", "t"), 0)
         ep.reset()
         print(json.dumps([ep.browser.profile, ep.browser.pid]), flush=True)
+        os.kill(REAPER._process.pid, signal.SIGKILL)
+        REAPER._process.wait()
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
@@ -323,3 +327,91 @@ def _running(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def test_pages_are_utf8_as_miniwob_shows_them():
+    """MiniWoB++ opens its pages as file:// URLs, which Chromium reads as UTF-8; served over
+    HTTP without a charset they read as windows-1252 ("CancÃ©l"). The page server names the
+    charset, and unicode-test's episode reads as the same page and seed opened the official
+    way."""
+    import urllib.request
+
+    from harnessctl.envs.miniwob.browser import Browser, html_dir, page_server
+
+    base = page_server().base
+    for path, kind in (
+        ("/miniwob/unicode-test.html", "text/html; charset=utf-8"),
+        ("/core/core.css", "text/css; charset=utf-8"),
+        ("/common/special/social-media/like.png", "image/png"),
+    ):
+        with urllib.request.urlopen(base + path) as response:
+            assert response.headers["Content-Type"] == kind, path
+    _, _, ep = episode("unicode-test")
+    try:
+        utterance, elements = page(ep.reset().observation)
+    finally:
+        ep.close()
+    served = sorted(e.text for e in elements if e.tag == "button")
+    official = Browser()  # its own browser: file:// is blocked for the pool's, opened here
+    try:
+        driver = official.driver
+        driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+        driver.get(f"file://{html_dir()}/miniwob/unicode-test.html")
+        shown = driver.execute_script(
+            "Math.seedrandom(arguments[0]); core.startEpisodeReal();"
+            "return [core.getUtterance().utterance || core.getUtterance(),"
+            " Array.from(document.querySelectorAll('#area button'), b => b.textContent)];",
+            1,
+        )
+    finally:
+        official.quit()  # the pool's browsers keep their block list: only this one's changed
+    assert utterance == shown[0] == 'Click on the "Cancél" button.'
+    assert served == sorted(shown[1]) and "Cancél" in served
+    assert not any("Ã" in text or "â" in text for text in served)
+
+
+def test_images_the_page_draws_with_are_loaded_before_the_agent_sees_it(monkeypatch):
+    """social-media draws its buttons as images named by its stylesheet, which load after the
+    episode starts: a page read before they arrive has no buttons (a race the machine's load
+    decided). The images are loaded before the episode, however slowly they are served."""
+    from harnessctl.envs.miniwob import browser
+
+    served = browser._Quiet.do_GET
+
+    def slowly(handler):
+        if handler.path.endswith(".png"):
+            time.sleep(0.3)
+        return served(handler)
+
+    monkeypatch.setattr(browser._Quiet, "do_GET", slowly)
+    _, _, ep = episode("social-media")
+    try:
+        ep.reset()
+        ep.browser.driver.execute_cdp_cmd("Network.clearBrowserCache", {})
+        first = ep.reset()
+    finally:
+        ep.close()
+    classes = {c for e in page(first.observation)[1] for c in e.classes}
+    assert {"reply", "retweet", "like", "more"} <= classes, first.observation
+
+
+def test_the_gold_opens_a_submenu_by_clicking_its_item():
+    """click-menu-2 seed 1 asks for "Prev", in the "Playback" submenu: jQuery UI's menu opens a
+    submenu on a click of its item (as in the official environment), so Menu, Playback, Prev
+    earns reward 1."""
+    from harnessctl.envs.miniwob.gold import solve
+
+    env, t, ep = episode("click-menu-2")
+    try:
+        out, taken, labels = ep.reset(), [], []
+        while not out.done and len(taken) < 6:
+            action = solve("click-menu-2", out.observation, taken)
+            assert action is not None, out.observation
+            ref = int(action.split("[")[1].rstrip("]"))
+            labels.append(next(e.all_text() for e in page(out.observation)[1] if e.ref == ref))
+            out = ep.step("click", f"[{ref}]", None)
+            taken.append(action)
+        assert labels == ["Menu", "Playback", "Prev"] and out.info["raw_reward"] == 1.0
+        assert env.score(t, None, None, ep).success
+    finally:
+        ep.close()

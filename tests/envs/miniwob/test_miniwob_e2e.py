@@ -28,9 +28,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SUITE = "examples/miniwob"
 BASE = "miniwob-base"
 TASKS = 45
-#: The one task the scripted gold cannot solve (examples/miniwob/README.md): its item sits in
-#: a submenu that opens on hover, and MiniWoB++'s element actions have no hover.
-UNSOLVED = {"click-menu-2.1"}
+#: Tasks the scripted gold cannot solve: none (click-menu-2.1's submenu opens on a click of
+#: its item, examples/miniwob/README.md).
+UNSOLVED: set[str] = set()
 #: sim/miniwob's modes and the catalogue repair of each (harnessctl/envs/miniwob/directions).
 REPAIRS = {
     "format": "format-reprompt",

@@ -154,7 +154,197 @@ def test_the_sims_modes_are_seeded_and_skill_switches_them_off():
     assert label.endswith('Action: click "ONE"') and "click [4]" in label  # meant, then sent
     prose = sim.reply(view, FIRST, seed, {"rate_format": 1, "skill": 1}, [])
     assert "Action:" not in prose and "click [4]" in prose
-    # offered the functions, it calls them: format and label do not apply
-    for mode in ("format", "label"):
-        call = sim.reply(view, FIRST, seed, {f"rate_{mode}": 1, "skill": 1}, [CLICK])
-        assert call["tool_calls"] == [{"name": "click", "arguments": {"ref": 4}}]
+    # offered the functions, it calls them: label does not apply, and format writes the call
+    # as JSON text in the reply instead of a tool call
+    call = sim.reply(view, FIRST, seed, {"rate_label": 1, "skill": 1}, [CLICK])
+    assert call["tool_calls"] == [{"name": "click", "arguments": {"ref": 4}}]
+    written = sim.reply(view, FIRST, seed, {"rate_format": 1, "skill": 1}, [CLICK])
+    assert isinstance(written, str) and "Action:" not in written
+    assert json.loads(written.splitlines()[-1]) == {"name": "click", "arguments": {"ref": 4}}
+
+
+def _harness(tmp_path, function_calling: bool, repair: str | None = None):
+    """miniwob-base (or its copy with a catalogue repair applied) loaded as the sandbox's
+    runtime loads it, with or without function calling."""
+    import shutil
+    import sys
+
+    import yaml
+
+    import harnessctl.runtime as rt
+    from harnessctl.envs.miniwob import HERE
+    from harnessctl.evolve.patch import apply_blocks, parse_patch, write_files
+    from harnessctl.runtime.boot import load_harness
+
+    sys.modules.setdefault("harnessctl_runtime", rt)  # the name harness code imports it by
+    target = tmp_path / "harness"
+    shutil.copytree(ROOT / "harnesses" / "miniwob-base", target)
+    if repair is not None:
+        spec = yaml.safe_load((HERE / "directions" / "repairs" / f"{repair}.yaml").read_text())
+        write_files(target, apply_blocks(target, parse_patch(spec["patch"])))
+    manifest = yaml.safe_load((target / "harness.yaml").read_text())
+    manifest["settings"]["function_calling"] = function_calling
+    (tmp_path / "task").mkdir()
+    return load_harness(target, tmp_path / "task", manifest)
+
+
+def _parse(harness, content: str, calls=()):
+    import harnessctl.runtime as rt
+    from harnessctl.runtime.client import ModelReply
+
+    state = rt.State(task={}, max_rounds=30)
+    state.reply = ModelReply(content=content, usage={}, raw={}, tool_calls=list(calls))
+    return harness.parse_action(content, state)
+
+
+WRITTEN = 'I will click it.\n{"name": "click", "arguments": {"ref": 6}}'
+
+
+def test_the_system_prompt_matches_the_protocol(tmp_path):
+    import harnessctl.runtime as rt
+
+    state = rt.State(task={}, max_rounds=30)
+    text = _harness(tmp_path / "text", False)
+    calls = _harness(tmp_path / "calls", True)
+    assert "Action: click [6]" in text.system_prompt(state) and not text.tool_specs
+    prompt = calls.system_prompt(state)
+    assert "Action:" not in prompt and "click [" not in prompt
+    assert all(f"`{name}`" in prompt for name in ("click", "type", "press"))
+    assert calls.function_names() == ["click", "type", "press"]
+    assert calls.model_params(state)["tools"] == calls.tool_specs
+
+
+def test_under_function_calling_the_base_takes_tool_calls_only(tmp_path):
+    """The OpenAI protocol: an action is a tool call of the reply. An Action line or a call
+    written as JSON text is no call: a format failure, as the text protocol's missing line."""
+    from harnessctl.runtime.client import ToolCall
+
+    base = _harness(tmp_path, True)
+    called = _parse(base, "", [ToolCall("c1", "click", '{"ref": 6}')])
+    assert (called.kind, called.tool, called.arguments) == ("tool", "click", {"ref": 6})
+    for content in (WRITTEN, "Think: the button.\nAction: click [6]"):
+        refused = _parse(base, content)
+        assert refused.kind == "invalid" and refused.error == "no function call in the reply"
+    text = _parse(_harness(tmp_path / "t", False), "Think: ok\nAction: click [6]")
+    assert (text.kind, text.tool, text.argument) == ("tool", "click", "[6]")
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (WRITTEN, ("click", {"ref": 6})),
+        ('<tool_call>\n{"name": "type", "arguments": {"ref": 5, "text": "a}b"}}\n</tool_call>',
+         ("type", {"ref": 5, "text": "a}b"})),
+        ('```json\n{"name": "press", "arguments": "{\\"key\\": \\"<Enter>\\"}"}\n```',
+         ("press", {"key": "<Enter>"})),
+        ('{"ref": 3} then {"name": "click", "parameters": {"ref": 4}}', ("click", {"ref": 4})),
+        ('{"name": "scroll", "arguments": {"ref": 4}}', None),
+        ('{"name": "click", "arguments": [4]}', None),
+        ("no call here {", None),
+    ],
+)  # fmt: skip
+def test_the_call_in_text_repair_reads_a_call_written_as_json(tmp_path, content, expected):
+    repaired = _harness(tmp_path, True, repair="call-in-text")
+    action = _parse(repaired, content)
+    if expected is None:
+        assert action.kind == "invalid" and action.error == "no function call in the reply"
+    else:
+        assert (action.kind, action.tool, action.arguments) == ("tool", *expected)
+    # the text protocol is untouched by it
+    text = _parse(_harness(tmp_path / "t", False, repair="call-in-text"), WRITTEN)
+    assert text.kind == "invalid" and "Action line" in text.error
+
+
+def test_the_rule_editor_picks_the_repair_the_failure_calls_for():
+    """Both format repairs target invalid_format: the failure's error decides which one the
+    offline editor proposes (and each applies to the base)."""
+    from harnessctl.envs.miniwob import HERE
+    from harnessctl.evolve.digest import Digest
+    from harnessctl.evolve.directions import load_direction
+    from harnessctl.evolve.editors import RULE_HEADER, EditContext, load_repairs, rule_editor
+
+    direction = load_direction(HERE / "directions" / "format-validation.yaml")
+    repairs = [r.id for r in load_repairs("miniwob") if r.direction == direction.name]
+    assert sorted(repairs) == ["call-in-text", "format-reprompt"]
+    base = ROOT / "harnesses" / "miniwob-base"
+    files = {p.name: p.read_text() for p in [base / "harness.py"]}
+
+    def proposed(error: str, reply: str) -> str:
+        step = {"round": 1, "kind": "invalid_format", "reply": reply, "feedback": None}
+        failure = Digest("click-test.1", "click", 0, "invalid_format", error, "...", [step])
+        ctx = EditContext(direction=direction, files=files, digests=[failure])
+        proposal = rule_editor(family="miniwob").propose(ctx, None)
+        assert proposal is not None
+        return proposal.response[len(RULE_HEADER) :].split(":", 1)[0]
+
+    assert proposed("no Action line in the reply", "I should click [6] next.") == (
+        "format-reprompt"
+    )
+    assert proposed("no function call in the reply", WRITTEN) == "call-in-text"
+
+
+def _alive(pid: int) -> bool:
+    from harnessctl.envs.miniwob.reaper import running
+
+    return running(pid)
+
+
+def _gone(pids, seconds: float = 10) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not any(_alive(p) for p in pids)
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc"), reason="the reaper reads /proc")
+def test_the_reaper_kills_what_its_owner_left_when_the_owner_is_killed(tmp_path):
+    """An owner registers three process groups (stand-ins for browsers, each a session of its
+    own with a child), quits one itself, registers one under a start time that is not its
+    leader's (a reused id) and is SIGKILLed: its reaper kills the registered group, child
+    and all, and removes its profile; the quit one and the other's are left alone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import json, os, signal, subprocess, sys
+        from harnessctl.envs.miniwob.browser import REAPER
+        def group():  # a session leader and its child, as chromedriver and Chromium
+            leader = subprocess.Popen(
+                ["sh", "-c", "sleep 60 >/dev/null & echo $!; exec >/dev/null; wait"],
+                start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            )
+            child = int(leader.stdout.readline())
+            leader.stdout.close()
+            return leader, child
+        (kept, child), (quit, _), (foreign, _) = group(), group(), group()
+        REAPER.add(kept.pid, sys.argv[1])
+        REAPER.add(quit.pid, "")
+        REAPER.drop(quit.pid)
+        REAPER.groups[foreign.pid] = {"add": foreign.pid, "started": "1", "profile": ""}
+        REAPER._send(REAPER.groups[foreign.pid])
+        pids = [kept.pid, child, quit.pid, foreign.pid, REAPER._process.pid]
+        print(json.dumps(pids), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    profile = tmp_path / "hx-chromium-profile"
+    (profile / "Default").mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(profile)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    kept, child, quit, foreign, reaper = json.loads(done.stdout.strip().splitlines()[-1])
+    try:
+        assert _gone([reaper]) and _gone([kept, child])  # the group, child and all
+        assert not profile.exists()
+        assert all(_alive(p) for p in (quit, foreign))
+    finally:
+        for group in (kept, quit, foreign):
+            with __import__("contextlib").suppress(OSError):
+                os.killpg(group, signal.SIGKILL)
