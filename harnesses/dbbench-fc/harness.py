@@ -1,8 +1,9 @@
 """dbbench-fc: AgentBench's function-calling DBBench protocol and nothing more.
 
 The protocol of AgentBench's current DBBench task (configs/tasks/dbbench.yaml and
-src/server/tasks/dbbench/task.py on its main branch, THUDM/AgentBench, Apache-2.0): the two
-functions below with the official names and parameter schemas, a system prompt that says
+src/server/tasks/dbbench/task.py of THUDM/AgentBench's function-calling release, its main
+branch since commit 5bf4eb2, 2025-10; Apache-2.0; v0.2's text protocol is dbbench-base): the
+two functions below with the official names and parameter schemas, a system prompt that says
 what the official one says, and the question after the table information, as the official
 task phrases its user message.
 
