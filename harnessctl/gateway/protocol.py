@@ -214,6 +214,8 @@ def _params(body: dict[str, Any]) -> dict[str, Any]:
             raise RequestError(f"{k} must be an integer")
     if params.get("max_tokens", 1) < 1:
         raise RequestError("max_tokens must be >= 1")
+    if not -(2**63) <= params.get("seed", 0) < 2**63:  # no policy server takes more (issue 53)
+        raise RequestError("seed must be a signed 64-bit integer")
     stop = params.get("stop")
     if stop is not None and not (
         isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(s, str) for s in stop))

@@ -53,6 +53,7 @@ from ..pool import EndpointPolicy, Pool, RolloutOutput, rescue_batch
 from ..pool.rows import decode_task, encode_task, task_columns
 from ..pool.sampler import DEFAULT_MIX, check_mix
 from ..pool.tokens import NoTokenIds
+from .chat_request import BadRequest, ChatRequest, check_chat_request, torch_seed
 
 REWARD = "harnessctl_reward"  # the extra field rollout_reward reads
 SERVED_NAME = "trl-policy"
@@ -150,7 +151,10 @@ class PolicyServer:
 
     One generation at a time (a lock): the trainer's model is not shared between threads
     while it samples, and its RNG state is forked per call (the request's ``seed``) so that
-    serving never moves the trainer's own random stream. Use as a context manager."""
+    serving never moves the trainer's own random stream. Every request is answered: a value
+    its model cannot take (a seed past 64 bits, a NaN ``top_p``) is a 400 naming the field,
+    checked before the model sees it (:mod:`.chat_request`), the server's own failure a 500,
+    never a dropped connection. Use as a context manager."""
 
     def __init__(
         self, model: Any, tokenizer: Any, *, name: str = SERVED_NAME, max_new_tokens: int = 64
@@ -187,18 +191,23 @@ class PolicyServer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def generate(self, body: dict) -> Generated:
+    def generate(self, body: dict | ChatRequest) -> Generated:
         """One reply to an OpenAI chat request's ``messages`` (``temperature``, ``top_p``,
-        ``max_tokens``, ``seed`` honoured; ``max_tokens`` capped at ``max_new_tokens``)."""
-        prompt = template_ids(self.tokenizer, body["messages"], self.replies)
-        limit = min(int(body.get("max_tokens") or self.max_new_tokens), self.max_new_tokens)
-        temperature = float(body.get("temperature", 1.0))
+        ``max_tokens``, ``seed`` honoured; ``max_tokens`` capped at ``max_new_tokens``).
+        A request body is checked first (:func:`check_chat_request`: ``BadRequest``)."""
+        request = body if isinstance(body, ChatRequest) else check_chat_request(body)
+        try:
+            prompt = template_ids(self.tokenizer, request.messages, self.replies)
+        except Exception as exc:  # the chat template refused the harness's messages
+            raise BadRequest(f"messages: the chat template cannot render them: {exc}") from exc
+        limit = min(request.max_tokens or self.max_new_tokens, self.max_new_tokens)
+        temperature = request.temperature
         device = self.model.device
         mask = torch.ones(1, len(prompt), dtype=torch.long, device=device)
         with self._lock, _eval_mode(self.model), torch.random.fork_rng(devices=[]):
             # the request's seed and the prompt's length: each call of a rollout samples its
             # own stream, the same whatever order concurrent rollouts arrive in
-            torch.manual_seed(int(body.get("seed") or 0) * 7919 + len(prompt))
+            torch.manual_seed(torch_seed(request.seed, len(prompt)))
             self.calls += 1
             out = self.model.generate(
                 torch.tensor([prompt], device=device),
@@ -206,7 +215,7 @@ class PolicyServer:
                 max_new_tokens=max(1, limit),
                 do_sample=temperature > 0,
                 temperature=temperature if temperature > 0 else None,
-                top_p=float(body.get("top_p", 1.0)),
+                top_p=request.top_p,
                 top_k=0,
                 eos_token_id=sorted(self.stops),
                 pad_token_id=self.tokenizer.pad_token_id or sorted(self.stops)[0],
@@ -222,7 +231,7 @@ class PolicyServer:
         reason = "stop" if ended else "length"
         return Generated(prompt, ids, logprobs.tolist(), text, reason)
 
-    def completion(self, body: dict) -> dict:
+    def completion(self, body: dict | ChatRequest) -> dict:
         """The response body, shaped as vLLM's with ``return_token_ids`` and ``logprobs``."""
         got = self.generate(body)
         choice: dict[str, Any] = {
@@ -289,15 +298,31 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            if not self.path.rstrip("/").endswith("/chat/completions"):
-                self._send(404, {"error": {"message": f"no route {self.path}"}})
-            elif body.get("stream"):
-                self._send(400, {"error": {"message": "streaming is not served"}})
+            # every request gets an answer: a dropped connection is read as the host failing
+            try:
+                try:
+                    size = int(self.headers.get("Content-Length") or 0)
+                    body = json.loads(self.rfile.read(size))
+                except ValueError as exc:
+                    raise BadRequest(f"the body is not JSON: {exc}") from None
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, _error("not_found", f"no route {self.path}"))
+                    return
+                if isinstance(body, dict) and body.get("stream"):
+                    raise BadRequest("streaming is not served")
+                reply = server.completion(check_chat_request(body))
+            except BadRequest as exc:  # the request's own fault
+                self._send(400, _error("invalid_request_error", str(exc)))
+            except Exception as exc:  # the server's: a 500 the gateway reads as infra_error
+                self._send(500, _error("server_error", f"{type(exc).__name__}: {exc}"))
             else:
-                self._send(200, server.completion(body))
+                self._send(200, reply)
 
     return Handler
+
+
+def _error(kind: str, message: str) -> dict:
+    return {"error": {"type": kind, "message": message[:2000]}}
 
 
 # --- rollouts as TRL rows -------------------------------------------------------------------

@@ -241,6 +241,52 @@ def test_the_server_samples_by_seed_and_leaves_the_model_training(policy):
 
 
 @pytest.fixture(scope="module")
+def tiny_policy(tmp_path_factory):
+    """A two-layer Qwen2 with random weights (tests/helpers/tiny_model.py): the server's
+    handling of requests needs a model, not a good one."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tests.helpers.tiny_model import make_model_dir
+
+    path = str(make_model_dir(tmp_path_factory.mktemp("tiny"), weights=True))
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+@pytest.mark.slow
+def test_the_server_answers_values_its_model_cannot_take_with_a_400(tiny_policy):
+    """A harness-chosen seed past what torch takes used to raise in the handler and drop the
+    connection: the gateway's ``infra_error``, retried and left out of the score."""
+    import http.client
+    import json
+
+    def post(body: str) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+
+    hi = [{"role": "user", "content": "Say hi."}]
+    with PolicyServer(*tiny_policy, max_new_tokens=2) as server:
+        port = int(server.base_url.split(":")[-1].split("/")[0])
+        replies = []
+        for seed in (-(2**63), 2**63 - 1, 2**63 - 1):  # the largest overflowed manual_seed
+            status, reply = post(json.dumps({"messages": hi, "seed": seed}))
+            assert status == 200, reply
+            replies.append(reply["choices"][0]["token_ids"])
+        assert replies[1] == replies[2]  # still sampled by seed
+        for body, said in [
+            (json.dumps({"messages": hi, "seed": 2**64}), "seed must be between"),
+            ('{"messages": [{"role": "user", "content": "x"}], "top_p": NaN}', "top_p must be"),
+            ('{"messages": "x"}', "messages must be a non-empty list"),
+            ("{not json", "Expecting property name"),
+        ]:
+            status, reply = post(body)
+            assert (status, reply["error"]["type"]) == (400, "invalid_request_error"), reply
+            assert said in reply["error"]["message"]
+        assert server.calls == 3  # nothing refused reached the model
+
+
+@pytest.fixture(scope="module")
 def pool_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("trl")
     with pytest.MonkeyPatch.context() as mp:  # conftest's isolation, for a module fixture
