@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..gateway.protocol import redact
+from .names import clean_name
 
 ATIF_VERSION = "ATIF-v1.7"
 
@@ -43,9 +44,9 @@ def to_atif(row: Any, t: Any) -> dict[str, Any]:
         "schema_version": ATIF_VERSION,
         "session_id": t.rollout_id,
         "agent": {
-            "name": t.harness.name,
+            "name": clean_name(t.harness.name),
             "version": t.harness.hash[:12],
-            "model_name": t.policy.model,
+            "model_name": clean_name(t.policy.model),
             "extra": {"harness_hash": t.harness.hash, "policy_params": redact(t.policy.params)},
         },
         "steps": [_ordered(s) for s in steps],
@@ -74,7 +75,7 @@ def _agent_step(call: Any, turn: dict[str, Any] | None) -> dict[str, Any]:
             metrics[theirs] = getattr(call, ours)
     step: dict[str, Any] = {
         "source": "agent",
-        "model_name": call.model,
+        "model_name": clean_name(call.model),
         "message": call.reply or "",
         "llm_call_count": 1,
         "metrics": metrics,
@@ -92,7 +93,7 @@ def _agent_step(call: Any, turn: dict[str, Any] | None) -> dict[str, Any]:
         tool_calls = [
             {
                 "tool_call_id": f"call-{call.index}",
-                "function_name": str(action.get("tool") or "tool"),
+                "function_name": clean_name(action.get("tool") or "tool"),
                 "arguments": arguments
                 if isinstance(arguments, dict)
                 else {"argument": str(action.get("argument") or "")},
@@ -120,8 +121,8 @@ def _tool_call(tc: dict[str, Any], index: int, n: int) -> dict[str, Any]:
     if not isinstance(arguments, dict):
         arguments = {"input": raw if isinstance(raw, str) else json.dumps(raw)}
     return {
-        "tool_call_id": str(tc.get("id") or f"call-{index}-{n}"),
-        "function_name": str(fn.get("name") or "tool"),
+        "tool_call_id": clean_name(tc.get("id") or f"call-{index}-{n}"),
+        "function_name": clean_name(fn.get("name") or "tool"),
         "arguments": arguments,
     }
 

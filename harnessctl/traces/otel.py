@@ -27,6 +27,7 @@ import math
 from typing import Any
 
 from ..gateway.protocol import redact
+from .names import clean_name
 
 SEMCONV_VERSION = "1.44.0"
 SEMCONV_SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
@@ -40,6 +41,21 @@ _SAMPLING = {
     "frequency_penalty": "gen_ai.request.frequency_penalty",
     "presence_penalty": "gen_ai.request.presence_penalty",
 }
+NAME_ATTRIBUTES = frozenset(
+    {
+        "gen_ai.agent.name",
+        "gen_ai.agent.id",
+        "gen_ai.provider.name",
+        "gen_ai.request.model",
+        "gen_ai.response.model",
+        "gen_ai.tool.name",
+        "gen_ai.tool.call.id",
+        "harnessctl.env",
+        "harnessctl.task.id",
+    }
+)
+"""Attributes whose values are names (viewers list them as such): cleaned as span names are
+(:func:`names.clean_name`); every other value is content and kept as recorded."""
 SPAN_KIND_INTERNAL, SPAN_KIND_CLIENT = 1, 3
 STATUS_ERROR = 2
 _ERROR_OUTCOMES = {"harness_error", "infra_error", "timeout"}
@@ -314,7 +330,7 @@ def _span(
     span: dict[str, Any] = {
         "traceId": trace_id,
         "spanId": span_id,
-        "name": name,
+        "name": clean_name(name),
         "kind": kind,
         "startTimeUnixNano": str(int(start * 1e9)),
         "endTimeUnixNano": str(int(max(end, start) * 1e9)),
@@ -327,7 +343,11 @@ def _span(
 
 
 def _attrs(values: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": k, "value": _any(v)} for k, v in values.items() if v is not None]
+    return [
+        {"key": clean_name(k), "value": _any(clean_name(v) if k in NAME_ATTRIBUTES else v)}
+        for k, v in values.items()
+        if v is not None
+    ]
 
 
 def _any(value: Any) -> dict[str, Any]:

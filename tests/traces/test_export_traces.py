@@ -282,3 +282,81 @@ def test_a_host_served_environments_steps_are_exported(tmp_path, monkeypatch):
         _atif_invariants(doc)
         exported = doc["extra"]["harnessctl"]["env_steps"]
         assert [s["observation"] for s in exported] == [s.observation for s in trajectory.steps]
+
+
+EVIL = "sql\x1b]0;owned\x07\x1b[2J\u202eevil\x00\n\x9b31m"
+
+
+def _forged_names(row, steps: bool) -> dict:
+    """A trajectory whose every name a harness (or an editor's harness.yaml) could choose is
+    forged with terminal escapes, a bidirectional override and control characters."""
+    call = {
+        "index": 0,
+        "model": f"openai/gpt-4o-mini{EVIL}",
+        "reply": "",
+        "messages": [{"role": "user", "content": f"task {EVIL}"}],
+        "tool_calls": [{"id": f"c1{EVIL}", "type": "function",
+                        "function": {"name": EVIL, "arguments": "{}"}}],
+    }  # fmt: skip
+    data = {
+        "kind": "trajectory",
+        "version": 4,
+        "rollout_id": row.id,
+        "task_id": row.task_id,
+        "seed": 0,
+        "harness": {"name": f"base{EVIL}", "hash": "h1"},
+        "outcome": "success",
+        "policy": {"model": "openai/gpt-4o-mini", "params": {}},
+        "calls": [call],
+    }
+    if steps:
+        data["steps"] = [{"index": 0, "kind": "step", "tool": EVIL, "observation": EVIL}]
+    else:
+        action = {"kind": "tool", "tool": EVIL, "argument": "SELECT 1"}
+        data["events"] = [{"event": "turn", "action": action, "observation": {"text": EVIL}}]
+    return data
+
+
+def test_exported_names_carry_no_control_characters(tmp_path, workspace):
+    """Span names, attribute keys and name attributes (tool, agent, model) keep their
+    printable characters only; content (messages, tool results) is kept as recorded."""
+    import unicodedata
+
+    from harnessctl.traces.otel import NAME_ATTRIBUTES
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = Store(url, workspace / ".harnessctl" / "trajectories")
+    for key, steps in (("k1", True), ("k2", False)):
+        row = make_rollout(key, harness_name="base")
+        store.record_rollout(row, [], _forged_names(row, steps))
+
+    def printable(text: str) -> bool:
+        return not any(unicodedata.category(c) in {"Cc", "Cf", "Zl", "Zp"} for c in text)
+
+    out = tmp_path / "o.json"
+    result = invoke("export-traces", "--format", "otel", "--out", out, "--store", url)
+    assert result.exit_code == 0, result.output
+    spans = _otlp_message(json.loads(out.read_text())).resource_spans[0].scope_spans[0].spans
+    names = sorted(s.name for s in spans)
+    assert "execute_tool sqlevil" in names and "invoke_agent basesqlevil" in names
+    kept = []
+    for span in spans:
+        assert printable(span.name), repr(span.name)
+        for attr in span.attributes:
+            assert printable(attr.key)
+            if attr.key in NAME_ATTRIBUTES:
+                assert printable(attr.value.string_value), (attr.key, attr.value)
+            elif attr.key == "gen_ai.tool.call.result":
+                kept.append(attr.value.string_value)
+    assert kept == [EVIL, EVIL]  # content: the data as the environment returned it
+    atif = tmp_path / "a"
+    result = invoke("export-traces", "--format", "atif", "--out", atif, "--store", url)
+    assert result.exit_code == 0, result.output
+    for path in atif.glob("*.json"):
+        doc = json.loads(path.read_text())
+        named = [doc["agent"]["name"], doc["agent"]["model_name"]]
+        for step in doc["steps"]:
+            calls = step.get("tool_calls", [])
+            named += [step.get("model_name", "")] + [v for tc in calls for v in tc.values()]
+        assert all(printable(n) for n in named) and "basesqlevil" in named, named
+        _atif_invariants(doc)
