@@ -2,7 +2,7 @@
 """The catalogue's local models on this machine: prompt and generation tokens per second, and
 what the prompt cache saves on a rollout's second turn.
 
-For each `--model` (repeatable) and each `--threads` (repeatable) it starts
+For each `--model` (repeatable) and each `--threads` (repeatable; a count or `auto`) it starts
 `harnessctl.localmodel.LocalModel` (llama.cpp's server, one slot) and plays `--repeats`
 two-turn conversations, each opened by a system prompt of about 500 tokens (a DBBench-like
 instruction and schema) that starts with a fresh line, so no conversation finds another's
@@ -117,13 +117,14 @@ def machine() -> str:
     return f"{os.cpu_count()} x {cpu}, {platform.system()}"
 
 
-def measure(name: str, threads: int, repeats: int, max_tokens: int) -> dict:
+def measure(name: str, threads: int | None, repeats: int, max_tokens: int) -> dict:
     from harnessctl.localmodel import LocalModel
 
     load = round(os.getloadavg()[0], 2)  # a busy machine's numbers are not a quiet one's
     t0 = time.perf_counter()
     with LocalModel(model=name, threads=threads, ctx=4096, timeout_s=600) as model:
         start_s = time.perf_counter() - t0
+        chosen, probe = model.threads, model.tokens_per_s  # "auto": what the server picked
         alias = model.model.split("/", 1)[1]
         hello = {"model": alias, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
         post(f"{model.api_base}/chat/completions", hello)  # the first call's one-off costs
@@ -135,7 +136,9 @@ def measure(name: str, threads: int, repeats: int, max_tokens: int) -> dict:
     row = {k: round(v) if k.endswith("tokens") else round(v, 3) for k, v in row.items()}
     return {
         "model": name,
-        "threads": threads,
+        "threads": "auto" if threads is None else threads,
+        "threads_used": chosen,
+        "start_probe_gen_tok_s": None if probe is None else round(probe, 2),
         "repeats": repeats,
         "max_tokens": max_tokens,
         **row,
@@ -149,13 +152,19 @@ def measure(name: str, threads: int, repeats: int, max_tokens: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", action="append", help="a catalogue name (repeatable)")
-    parser.add_argument("--threads", type=int, action="append", help="repeatable; default 1")
+    parser.add_argument(
+        "--threads",
+        type=lambda v: None if v == "auto" else int(v),
+        action="append",
+        help="a count or 'auto' (the server's own choice from the idle cores); repeatable; "
+        "default auto",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--json", type=Path, help="append the rows here as JSON lines")
     args = parser.parse_args()
     for name in args.model or ["smollm2"]:
-        for threads in args.threads or [1]:
+        for threads in args.threads or [None]:
             row = measure(name, threads, args.repeats, args.max_tokens)
             print(json.dumps(row), flush=True)
             if args.json:

@@ -18,9 +18,11 @@ model once, starts the server in the foreground and prints the litellm model str
 use; Ctrl-C (or SIGTERM) stops it and nothing is left running. ``--parallel N`` serves N
 requests at once (one slot per worker, ``--ctx`` tokens each); every slot keeps its prompt
 cached, so a rollout's next turn computes only its new tokens. In code, :class:`LocalModel`
-runs the same command as a child process for the duration of a ``with`` block. One thread by
-default: on two busy cores llama.cpp generated 3 to 9 times faster with one thread than with
-two, for every model of the catalogue but once.
+runs the same command as a child process for the duration of a ``with`` block. Threads: the
+cores idle at start unless ``--threads`` says (``cores.py``; llama.cpp's threads wait for
+each other, so a thread on a busy core stalls them all: two threads on two busy cores
+generated 0.33 tokens/s, one 7.7). The server measures its own speed before it is ready
+(``speed.py``), prints it and warns below ``--min-speed``.
 """
 
 from __future__ import annotations
