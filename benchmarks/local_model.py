@@ -2,9 +2,10 @@
 """The bundled local model: tokens per second of the server alone, and what harnessctl adds
 per call on top of the same calls made directly, side by side in one run.
 
-Starts `harnessctl.localmodel.LocalModel` (llama.cpp's server, SmolLM2-135M-Instruct, one
-thread) and sends the same chat requests (greedy, fixed seed, `max_tokens` capped, so every
-path generates the same tokens) three ways, interleaved per request:
+Starts `harnessctl.localmodel.LocalModel` (llama.cpp's server, SmolLM2-135M-Instruct, the
+threads it picks from the idle cores) and sends the same chat requests (greedy, fixed seed,
+`max_tokens` capped, so every path generates the same tokens) three ways, interleaved per
+request:
 
 * direct: one HTTP POST to the server's /v1/chat/completions (urllib);
 * litellm: `litellm.completion(model="hosted_vllm/smollm2", api_base=...)` in this process;
