@@ -25,6 +25,14 @@ of any false acceptance in the run is at most alpha), ``fdr`` gives the t-th jud
 acceptances among the accepted is at most alpha, under any dependence between judgements,
 because the tests are e-values), ``none`` gives each ``alpha``.
 
+**Small budgets** (``design="fixed"``). Anytime validity costs power when a judgement may
+only spend a few dozen pairs: below ``FIXED_BELOW_PAIRS`` pairs (``choose_design``) the
+judgement runs every look it may and accepts by the exact one-sided sign test over the
+discordant pairs at its level, stopping early only where no outcome of the remaining pairs
+could still reach it (curtailment costs no power) or on a clear loss. ``1{p <= level} /
+level`` is an e-value, so e-LOND over such judgements keeps its guarantee.
+
+The split guard (:mod:`.guard`) and the exact power of a plan (:mod:`.power`) build on this.
 Everything here is pure arithmetic: :mod:`.reward` drives it with rollouts, the benchmark
 ``benchmarks/gate.py`` with outcomes drawn from measured per-task success rates.
 """
@@ -35,6 +43,7 @@ import hashlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -42,6 +51,24 @@ from pydantic import BaseModel, ConfigDict
 Control = Literal["fdr", "fwer", "none"]
 CONTROLS: tuple[str, ...] = ("fdr", "fwer", "none")
 Decision = Literal["accept", "worse", "futile", "exhausted", "continue"]
+Design = Literal["sequential", "fixed"]
+FIXED_BELOW_PAIRS = 168
+"""A judgement that may spend fewer pairs than this runs the fixed-sample design: measured
+by exact power (``benchmarks/gate_budget.py``, docs/decisions.md), the sign test at the
+judgement's full budget has clearly more power there, and the sequential test's savings in
+rollouts are small."""
+
+
+@lru_cache(maxsize=512)
+def _cumulative(n: int) -> tuple[int, ...]:
+    """sum_{i <= k} C(n, i) for k = 0..n, exactly (one pass; the gate and the power
+    calculation ask for many k at one n)."""
+    out, c, total = [], 1, 0
+    for i in range(n + 1):
+        total += c
+        out.append(total)
+        c = c * (n - i) // (i + 1)
+    return tuple(out)
 
 
 def _binom_cdf_half(n: int, k: int) -> float:
@@ -50,7 +77,17 @@ def _binom_cdf_half(n: int, k: int) -> float:
         return 0.0
     if k >= n:
         return 1.0
-    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return _cumulative(n)[k] / 2**n
+
+
+def sign_p(wins: int, losses: int) -> float:
+    """The exact one-sided sign test: P(Binomial(W + L, 1/2) >= W)."""
+    return 1.0 - _binom_cdf_half(wins + losses, wins - 1)
+
+
+def choose_design(max_pairs: int) -> Design:
+    """The design with more power at a judgement's budget of ``max_pairs`` pairs."""
+    return "fixed" if max_pairs < FIXED_BELOW_PAIRS else "sequential"
 
 
 def e_value(wins: int, losses: int) -> float:
@@ -81,6 +118,9 @@ class ErrorControl:
     alpha: float
     judgements: int
     """m: the most judgements the run can make (directions x rounds)."""
+    weight: float = 1.0
+    """The run's share of a longer sequence's budget (:mod:`.history`: judgements across the
+    workspace's runs controlled together); 1 for a run on its own."""
 
     def __post_init__(self) -> None:
         if self.kind not in CONTROLS:
@@ -89,27 +129,32 @@ class ErrorControl:
             raise ValueError(f"alpha {self.alpha} is not in (0, 1]")
         if self.judgements < 1:
             raise ValueError(f"judgements {self.judgements} must be >= 1")
+        if not 0 < self.weight <= 1:
+            raise ValueError(f"weight {self.weight} is not in (0, 1]")
 
     def level(self, accepted_before: int = 0) -> float:
         """The level of a judgement made after ``accepted_before`` acceptances in the run."""
         if self.kind == "none":
             return self.alpha
+        share = self.alpha * self.weight / self.judgements
         if self.kind == "fwer":
-            return self.alpha / self.judgements
-        return min(self.alpha, self.alpha * (accepted_before + 1) / self.judgements)
+            return share
+        return min(self.alpha, share * (accepted_before + 1))
 
     def describe(self) -> str:
         """One line for evolve's output."""
-        m, a = self.judgements, self.alpha
+        m, a, w = self.judgements, self.alpha, self.weight
+        scope = "" if w == 1 else f" this run's share {w:.3g} of the workspace's"
         if self.kind == "fwer":
             return (
-                f"family-wise error <= {a} over {m} judgements (each at level {a / m:.4g}, "
-                "Bonferroni; anytime-valid sequential tests)"
+                f"family-wise error <= {a} over {m} judgements{scope} (each at level "
+                f"{a * w / m:.4g}, Bonferroni)"
             )
         if self.kind == "fdr":
+            weighted = f"{a}*{w:.3g}" if w != 1 else f"{a}"
             return (
-                f"false discovery rate <= {a} over {m} judgements (e-LOND: level "
-                f"{a}*(accepted before+1)/{m}; anytime-valid sequential tests)"
+                f"false discovery rate <= {a} over {m} judgements{scope} (e-LOND: level "
+                f"{weighted}*(accepted before+1)/{m})"
             )
         return f"no multiplicity control: each of up to {m} judgements at level {a}"
 
@@ -130,6 +175,9 @@ class GatePlan:
     look_pairs: int = 12
     """Pairs per look at least: a look runs ``ceil(look_pairs / tasks)`` fresh seeds of every
     judged task, so a judgement with few tasks gets as many pairs as one with many."""
+    design: Design = "sequential"
+    """``sequential``: the anytime-valid e-value test; ``fixed``: the sign test after the last
+    look (module docstring, "Small budgets")."""
 
     def seeds_per_look(self, tasks: int) -> int:
         return max(1, math.ceil(self.look_pairs / max(1, tasks)))
@@ -149,13 +197,24 @@ class Look(BaseModel):
     losses: int
     e_value: float
     decision: Decision
+    p_value: float | None = None
+    """The fixed design's sign test at its last look (None: the sequential design)."""
 
 
 def decide(
-    wins: int, losses: int, look: int, level: float, alpha: float, plan: GatePlan
+    wins: int,
+    losses: int,
+    look: int,
+    level: float,
+    alpha: float,
+    plan: GatePlan,
+    pairs_left: int = 0,
 ) -> tuple[float, Decision]:
-    """The e-value after ``look`` looks with ``wins``/``losses`` so far, and what to do."""
+    """The e-value after ``look`` looks with ``wins``/``losses`` so far, and what to do
+    (``pairs_left``: the pairs the remaining looks would add, for the fixed design)."""
     e = e_value(wins, losses)
+    if plan.design == "fixed":
+        return e, _decide_fixed(wins, losses, look, level, alpha, plan, pairs_left)
     if e >= 1 / level and wins - losses >= plan.min_net:
         return e, "accept"
     if e_value(losses, wins) >= 1 / alpha:
@@ -167,6 +226,20 @@ def decide(
     if look >= 2 and wins == 0:  # two looks without one win: nothing the edit changed helps
         return e, "futile"
     return e, "continue"
+
+
+def _decide_fixed(
+    wins: int, losses: int, look: int, level: float, alpha: float, plan: GatePlan, left: int
+) -> Decision:
+    if look >= plan.max_looks:
+        ok = sign_p(wins, losses) <= level and wins - losses >= plan.min_net
+        return "accept" if ok else "exhausted"
+    if e_value(losses, wins) >= 1 / alpha:
+        return "worse"
+    # curtailment: even if every remaining pair were a win the test could not pass
+    if sign_p(wins + left, losses) > level or wins + left - losses < plan.min_net:
+        return "futile"
+    return "continue"
 
 
 Outcomes = dict[tuple[str, int], bool]
@@ -198,10 +271,15 @@ def run_gate(
             wins += after and not before
             losses += before and not after
         pairs += len(chosen)
-        e, decision = decide(wins, losses, k, level, alpha, plan)
+        left = (plan.max_looks - k) * len(chosen)
+        e, decision = decide(wins, losses, k, level, alpha, plan, left)
+        fixed_p = sign_p(wins, losses) if plan.design == "fixed" else None
         looks.append(
-            Look(look=k, pairs=pairs, wins=wins, losses=losses, e_value=e, decision=decision)
-        )
+            Look(
+                look=k, pairs=pairs, wins=wins, losses=losses, e_value=e, decision=decision,
+                p_value=fixed_p,
+            )
+        )  # fmt: skip
         if decision != "continue":
             break
     return looks

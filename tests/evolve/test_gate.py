@@ -8,7 +8,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from harnessctl.evolve.gate import ErrorControl, GatePlan, decide, e_value, run_gate, select_tasks
+from harnessctl.evolve.gate import (
+    FIXED_BELOW_PAIRS,
+    ErrorControl,
+    GatePlan,
+    choose_design,
+    decide,
+    e_value,
+    run_gate,
+    select_tasks,
+    sign_p,
+)
 
 
 def crossing_probability(level: float, steps: int) -> float:
@@ -137,3 +147,41 @@ def test_null_edits_are_accepted_within_the_level_on_a_sampled_world():
         )
         accepted += looks[-1].decision == "accept"
     assert accepted / 300 <= 0.05
+
+
+def test_the_sign_test_is_exact_and_the_budget_chooses_the_design():
+    assert sign_p(5, 0) == pytest.approx(1 / 32)
+    assert sign_p(0, 0) == 1.0 and sign_p(0, 3) == 1.0
+    assert sign_p(6, 2) == pytest.approx(37 / 256)
+    assert choose_design(24) == "fixed" and choose_design(FIXED_BELOW_PAIRS - 1) == "fixed"
+    assert choose_design(FIXED_BELOW_PAIRS) == "sequential" and choose_design(360) == "sequential"
+
+
+def test_the_fixed_design_tests_once_at_its_last_look_and_curtails_lost_causes():
+    plan = GatePlan(max_looks=4, design="fixed")
+    # a clear win before the last look is not accepted early: the test is fixed-sample
+    assert decide(12, 0, 1, 0.01, 0.1, plan, pairs_left=36)[1] == "continue"
+    assert decide(8, 0, 4, 0.01, 0.1, plan)[1] == "accept"  # p = 1/256
+    assert decide(8, 3, 4, 0.01, 0.1, plan)[1] == "exhausted"  # p = 0.11
+    # curtailment: 2 more pairs, both wins, could not bring 0-3 to p <= 0.01; 12 could
+    assert decide(0, 3, 3, 0.01, 0.1, plan, pairs_left=2)[1] == "futile"
+    assert decide(0, 2, 3, 0.01, 0.1, plan, pairs_left=12)[1] == "continue"
+    assert decide(0, 12, 2, 0.01, 0.1, plan, pairs_left=24)[1] == "worse"
+
+    def observe(pairs):
+        return {p: False for p in pairs}, {p: p[1] % 2 == 0 for p in pairs}
+
+    looks = run_gate(["a", "b", "c"], list(range(20)), observe, level=0.01, alpha=0.1, plan=plan)
+    assert [k.decision for k in looks] == ["continue"] * 3 + ["accept"]
+    assert looks[-1].p_value == pytest.approx(sign_p(looks[-1].wins, 0))
+    assert all(k.p_value is not None for k in looks)
+
+
+def test_a_runs_share_of_a_workspace_budget_scales_its_levels():
+    shared = ErrorControl("fdr", 0.1, 10, weight=0.5)
+    assert shared.level(0) == pytest.approx(0.005) and shared.level(3) == pytest.approx(0.02)
+    assert ErrorControl("fwer", 0.1, 10, weight=0.25).level(5) == pytest.approx(0.0025)
+    assert ErrorControl("none", 0.1, 10, weight=0.5).level(0) == pytest.approx(0.1)
+    assert "this run's share 0.5" in shared.describe()
+    with pytest.raises(ValueError):
+        ErrorControl("fdr", 0.1, 10, weight=0.0)
