@@ -8,7 +8,6 @@ rollouts run in real sandboxes through a real gateway and litellm."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -44,30 +43,29 @@ def test_the_runtime_waits_for_a_reply_as_long_as_the_gateway_does():
     assert reply.content == "slow but here"
 
 
-def rollout(stub: OpenAIStub, model_timeout_s: float | None, limits: Limits | None = None):
+def rollout(stub: OpenAIStub, model_timeout_s: float | None):
     suite = load_suite(ROOT / "examples" / "dbbench")
     task = suite.tasks("dev").by_id()["dev-004"]
     harness = load_harness(ROOT / "harnesses" / "dbbench-base")
     policy = Policy("openai/local-model", {"api_base": stub.url, "api_key": "x"})
-    session = RolloutSession(
-        suite.environment, limits=limits or Limits(), model_timeout_s=model_timeout_s
-    )
+    session = RolloutSession(suite.environment, limits=Limits(), model_timeout_s=model_timeout_s)
     with session:
         return session.run(harness, task, 0, policy)
 
 
-@pytest.mark.slow  # waits on purpose: two replies of 2.5 s
+@pytest.mark.slow  # waits on purpose: two replies of 2 s
 def test_a_slow_local_server_gives_model_outcomes_each_call_sent_once():
-    """Every reply takes 2.5 s, longer than the harness's own time limit (2 s): the calls
-    are waited for, none is sent twice, and the rollout ends in a model outcome."""
-    with OpenAIStub(default=Hang(2.5, Reply(ANSWER))) as stub:
-        stub.push(Hang(2.5, Reply(SQL)))
-        rec = rollout(stub, model_timeout_s=30, limits=Limits(timeout_s=2))
+    """Every reply takes 2 s, far longer than the stub's others: the calls are waited for,
+    none is sent twice, and the rollout ends in a model outcome (that the wait is not the
+    harness's time: tests/run/test_time_limit.py)."""
+    with OpenAIStub(default=Hang(2, Reply(ANSWER))) as stub:
+        stub.push(Hang(2, Reply(SQL)))
+        rec = rollout(stub, model_timeout_s=30)
         sent = len(stub.chat_requests)
     assert rec.outcome.value in MODEL_OUTCOMES, rec.error
     calls = rec.trajectory.calls
     assert len(calls) == sent >= 2 and all(c.attempts == 1 for c in calls)
-    assert sum(c.latency_s for c in calls) >= 2.5 * sent
+    assert sum(c.latency_s for c in calls) >= 2 * sent
 
 
 def test_a_local_call_past_the_model_timeout_is_the_host_s_infra_error_sent_once():
@@ -75,13 +73,13 @@ def test_a_local_call_past_the_model_timeout_is_the_host_s_infra_error_sent_once
     the call again, and the host records the failure itself: infra_error (retried by the
     run, never a task failure), not harness_error."""
     with OpenAIStub(default=Hang(3, Reply(ANSWER))) as stub:
-        t0 = time.monotonic()
         rec = rollout(stub, model_timeout_s=0.5)
         sent = len(stub.chat_requests)
     assert rec.outcome.value == "infra_error", rec.error
     assert "not sent again" in (rec.error or "")
-    assert sent == 1 and [c.attempts for c in rec.trajectory.calls] == [1]
-    assert time.monotonic() - t0 < 20
+    [call] = rec.trajectory.calls
+    assert sent == 1 and call.attempts == 1
+    assert call.latency_s < 3  # given up at the timeout, not answered at 3 s
 
 
 def test_the_model_timeout_is_a_run_setting_recorded_and_not_in_the_cache_key(workspace):
