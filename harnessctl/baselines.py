@@ -17,8 +17,13 @@ evaluations, so arms are paired pair by pair:
   Top-``attempts`` in rank order.
 
 An arm's rollouts are counted with their model calls and tokens; every arm is compared with
-the best one and with the base by the exact two-sided sign test over the pairs where exactly
-one of them succeeds. The result is what it is: the table says which arm wins.
+the best one and with the base **at the task level**: the seeds of one task share its
+difficulty, so its pairs are one cluster, and the exact sign-flip test over the tasks' net
+differences (:func:`harnessctl.stats.sign_flip_p`) asks how often flipping whole tasks gives
+a difference as large. Each family of comparisons (against the base; against the best) is
+adjusted for the number of arms by Holm's step-down method (``*_holm``): read those when
+asking whether *some* arm beats the base. The result is what it is: the table says which
+arm wins.
 """
 
 from __future__ import annotations
@@ -30,11 +35,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .evolve.reward import sign_test
 from .records import Record, Result
-from .stats import wilson_interval
+from .stats import holm, sign_flip_p, wilson_interval
 
-BASELINES_RESULT_VERSION = 1
+BASELINES_RESULT_VERSION = 2
+"""2: p-values at the task level (clustered pairs) with Holm-adjusted ones beside them."""
 Pair = tuple[str, int]
 
 
@@ -52,9 +57,16 @@ class Arm(Record):
     model_calls: int
     tokens: int
     vs_best_p: float | None = None
-    """Exact two-sided sign test against the best arm (None for the best arm itself)."""
+    """Exact two-sided task-level sign-flip test against the best arm (None for the best arm
+    itself)."""
     vs_base_p: float | None = None
-    """Exact two-sided sign test against the base (None for the base)."""
+    """Exact two-sided task-level sign-flip test against the base (None for the base)."""
+    vs_best_holm: float | None = None
+    """``vs_best_p`` adjusted by Holm over every arm compared with the best."""
+    vs_base_holm: float | None = None
+    """``vs_base_p`` adjusted by Holm over every arm compared with the base."""
+    tasks: int = 0
+    """Tasks the pairs come from (the clusters of the tests)."""
 
 
 class BaselinesResult(Result):
@@ -92,9 +104,13 @@ class Outcome:
 Table = dict[str, dict[tuple[str, int], Outcome]]  # harness -> (task, seed) -> outcome
 
 
-def two_sided(a_wins: int, b_wins: int) -> float:
-    """Exact two-sided sign test over the discordant pairs."""
-    return min(1.0, 2 * min(sign_test(a_wins, b_wins), sign_test(b_wins, a_wins)))
+def task_level_p(pairs: list[Pair], a: dict[Pair, bool], b: dict[Pair, bool]) -> float:
+    """A against B, task by task: the exact sign-flip test over each task's net difference
+    (its pairs where A succeeds minus those where B does)."""
+    net: dict[str, int] = {}
+    for p in pairs:
+        net[p[0]] = net.get(p[0], 0) + int(a[p]) - int(b[p])
+    return sign_flip_p(list(net.values()))
 
 
 def arm_figures(
@@ -199,16 +215,15 @@ def compare_arms(
     top_arm, top = max(arms, key=lambda a: (a[0].success_rate, -a[0].model_calls))
     base_solved = arms[0][1]
     for arm, solved in arms:
+        arm.tasks = len({p[0] for p in pairs})
         if arm is not top_arm:
-            arm.vs_best_p = two_sided(
-                sum(top[p] and not solved[p] for p in pairs),
-                sum(solved[p] and not top[p] for p in pairs),
-            )
+            arm.vs_best_p = task_level_p(pairs, top, solved)
         if arm is not arms[0][0]:
-            arm.vs_base_p = two_sided(
-                sum(solved[p] and not base_solved[p] for p in pairs),
-                sum(base_solved[p] and not solved[p] for p in pairs),
-            )
+            arm.vs_base_p = task_level_p(pairs, solved, base_solved)
+    for field in ("vs_best", "vs_base"):
+        adjusted = holm([getattr(a, f"{field}_p") for a, _ in arms])
+        for (arm, _), value in zip(arms, adjusted, strict=True):
+            setattr(arm, f"{field}_holm", value)
     ordered = sorted((a for a, _ in arms), key=lambda a: (-a.success_rate, a.model_calls))
     return ordered, best
 

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from .records import Record, Result
 from .runs import RunItem, run_item, run_rollouts
+from .stats import sign_flip_p
 
 COMPARE_RESULT_VERSION = 1
 
@@ -88,6 +89,12 @@ class CompareResult(Result):
     same_selection: bool
     """Both runs have the same suite, split and policy (else the pairing is across them:
     say so when reading the numbers)."""
+    tasks: int = 0
+    """Tasks the pairs come from."""
+    p_two_sided_tasks: float = 1.0
+    """The exact sign-flip test at the task level (:func:`harnessctl.stats.sign_flip_p`): the
+    seeds of a task share its difficulty, so its pairs count as one cluster. With several
+    seeds per task, read this rather than the pair-level p."""
 
 
 def compare_runs(
@@ -130,6 +137,9 @@ def compare_runs(
     changes.sort(key=lambda c: (order[c.change], c.task, c.seed))
     rescues = sum(1 for c in changes if c.change == "rescue")
     regressions = sum(1 for c in changes if c.change == "regression")
+    net: dict[str, int] = {}
+    for key in both:
+        net[key[0]] = net.get(key[0], 0) + int(rows_b[key].success) - int(rows_a[key].success)
     usage_a = _usage([rows_a[k] for k in both])
     usage_b = _usage([rows_b[k] for k in both])
     return CompareResult(
@@ -152,6 +162,8 @@ def compare_runs(
         changes=changes,
         same_selection=(run_a.suite, run_a.split, run_a.policy_id)
         == (run_b.suite, run_b.split, run_b.policy_id),
+        tasks=len(net),
+        p_two_sided_tasks=sign_flip_p(list(net.values())),
     )
 
 

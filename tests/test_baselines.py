@@ -1,12 +1,14 @@
 """Equal-budget baselines (harnessctl/baselines.py, `harnessctl bench`): every arm scored on
 the same held-out pairs, verifier arms marked and bounded by their attempts, the router's
-Rank-1 chosen without a verdict, paired sign tests against the best arm and the base."""
+Rank-1 chosen without a verdict, task-level (clustered) tests against the best arm and the
+base with Holm's adjustment over the arms."""
 
 from __future__ import annotations
 
 import pytest
 
-from harnessctl.baselines import Outcome, compare_arms, two_sided
+from harnessctl.baselines import Outcome, compare_arms, task_level_p
+from harnessctl.stats import holm, sign_flip_p
 from tests.helpers.cli import cli_json
 
 OK, NO = Outcome(True, 2, 10), Outcome(False, 3, 20)
@@ -46,10 +48,32 @@ def test_arms_are_scored_on_the_same_pairs_and_verifier_arms_stop_at_a_success()
     assert all(a.model_calls == 2 * a.successes + 3 * (a.rollouts - a.successes) for a in arms)
 
 
-def test_the_sign_test_is_two_sided_and_exact():
-    assert two_sided(0, 0) == 1.0
-    assert two_sided(5, 0) == pytest.approx(2 / 32)
-    assert two_sided(0, 5) == two_sided(5, 0)
+def test_the_task_level_test_counts_a_tasks_seeds_as_one_cluster():
+    # the README's combined arm against the base: 6 pairs won, from 5 tasks (one task twice)
+    pairs = [(t, s) for t in "abcdefgh" for s in range(2)]
+    won = {("a", 0), ("a", 1), ("b", 0), ("c", 1), ("d", 0), ("e", 1)}
+    arm = {p: p in won for p in pairs}
+    base = {p: False for p in pairs}
+    assert task_level_p(pairs, arm, base) == pytest.approx(2 / 32)  # pair level: 2 / 64
+    assert task_level_p(pairs, base, arm) == task_level_p(pairs, arm, base)
+    assert sign_flip_p([]) == 1.0 and sign_flip_p([1, -1]) == 1.0
+    assert sign_flip_p([2, 1]) == pytest.approx(0.5)  # +3 or -3 of four sign patterns
+    assert holm([0.031, 0.5, None, 0.01]) == pytest.approx([0.062, 0.5, None, 0.03])
+
+
+def test_every_arm_against_the_base_is_adjusted_for_the_number_of_arms():
+    pairs = [(t, s) for t in ("a", "b", "c", "d") for s in range(2)]
+    table = table_of(base=set(), s1={("a", 0), ("b", 0), ("c", 0), ("d", 0)}, s2={("a", 1)})
+    arms, _ = compare_arms(
+        base="base", siblings=["s1", "s2"], extra=[], table=table, pairs=pairs, attempts=1,
+        rollouts=2, evidence={"s1": 0.6, "s2": 0.4}, rank=lambda t: ["s1", "s2"], salt="x",
+    )  # fmt: skip
+    by = {a.name: a for a in arms}
+    assert by["s1"].vs_base_p == pytest.approx(2 / 16) and by["s1"].tasks == 4
+    raw = [a.vs_base_p for a in arms]
+    assert [a.vs_base_holm for a in arms] == pytest.approx(holm(raw))
+    assert by["s1"].vs_base_holm > by["s1"].vs_base_p
+    assert by["base (base)"].vs_base_holm is None
 
 
 @pytest.mark.slow  # evaluates the siblings on the test split: ~500 rollouts

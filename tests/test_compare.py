@@ -138,6 +138,9 @@ def test_compare_figures_on_a_hand_built_store(tmp_path):
     assert (out.pairs, out.only_a, out.only_b) == (5, 1, 0)
     assert (out.rescues, out.regressions) == (2, 1)
     assert out.p_b_better == sign_test(2, 1) == 0.5
+    # one seed per task: each task its own cluster; nets +1, +1, -1 (every sign pattern is
+    # at least as far from zero as the observed +1)
+    assert out.tasks == 5 and out.p_two_sided_tasks == 1.0
     assert out.delta == (3 - 2) / 5
     assert out.outcome_changes == {
         "success -> step_limit": 1,

@@ -11,6 +11,10 @@ def _p(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _tasks(result) -> int:
+    return result.arms[0].tasks if result.arms else 0
+
+
 def render_baselines(result, *, as_json: bool) -> None:
     if as_json:
         print_result(result)
@@ -21,7 +25,8 @@ def render_baselines(result, *, as_json: bool) -> None:
         f"{result.pairs} (task, seed) pairs, policy {escape(result.policy)}",
         show_edge=False,
     )
-    cols = ("arm", "success", "95% CI", "rollouts", "model calls", "p vs best", "p vs base")
+    cols = ("arm", "success", "95% CI", "rollouts", "model calls", "p vs best", "p vs base",
+            "Holm vs base")  # fmt: skip
     for col in cols:
         table.add_column(col, justify="left" if col == "arm" else "right", overflow="fold")
     for arm in result.arms:
@@ -33,6 +38,7 @@ def render_baselines(result, *, as_json: bool) -> None:
             str(arm.model_calls),
             _p(arm.vs_best_p),
             _p(arm.vs_base_p),
+            _p(arm.vs_base_holm),
         )
     out.print(table)
     if result.combined:
@@ -44,6 +50,8 @@ def render_baselines(result, *, as_json: bool) -> None:
         f"best: {escape(result.best)}. Without a verifier every arm spends one rollout per "
         f"pair; 'verifier' arms read the scorer's verdict and spend up to {result.attempts}. "
         f"Evidence (best sibling, router profiles): {escape(result.evidence_split)}. p: exact "
-        "two-sided sign test over the pairs where exactly one arm succeeds.",
+        "two-sided sign-flip test at the task level (the seeds of a task are one cluster, "
+        f"{_tasks(result)} tasks); Holm: adjusted over every arm compared with the base (read it "
+        "when asking whether some arm beats the base).",
         soft_wrap=True,
     )

@@ -70,7 +70,9 @@ def render_compare(result, *, limit: int) -> None:
     )
     out.print(
         f"rescues {result.rescues}, regressions {result.regressions}; sign test "
-        f"p(B better) = {result.p_b_better:.3g}, two-sided p = {result.p_two_sided:.3g}"
+        f"p(B better) = {result.p_b_better:.3g}, two-sided p = {result.p_two_sided:.3g}; "
+        f"task level ({result.tasks} tasks, a task's seeds one cluster): two-sided p = "
+        f"{result.p_two_sided_tasks:.3g}"
     )
     _tables(out, result, limit)
 
