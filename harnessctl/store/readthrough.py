@@ -38,7 +38,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from harnessctl.bounds import MAX_JSON_DEPTH, too_deep
+from harnessctl.bounds import MAX_JSON_DEPTH
 from harnessctl.constants import STATE_DIR
 from harnessctl.errors import ConfigError, HarnessctlError
 
@@ -317,7 +317,7 @@ class CacheSource:
         payload = bounds.inflate(bounds.read_regular(path, bounds.MAX_TRAJECTORY_BYTES), where)
         try:
             data = json.loads(payload)
-            if too_deep(data, MAX_TRAJECTORY_DEPTH):
+            if _too_deep(data, MAX_TRAJECTORY_DEPTH):
                 raise ValueError(f"nested deeper than {MAX_TRAJECTORY_DEPTH} levels")
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
@@ -331,6 +331,21 @@ class CacheSource:
         if loaded.seed != row.seed or loaded.outcome != row.outcome:
             raise HarnessctlError(f"{where}: its seed or outcome is not the row's")
         return payload
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether parsed JSON nests deeper than ``limit``: iterative, and only containers are
+    kept to visit (``bounds.too_deep`` keeps every value: 100 MB more for a million
+    strings, the most a cached trajectory may hold)."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+    return False
 
 
 def _bytes(values: Iterable[Any]) -> int:
