@@ -7,13 +7,21 @@ At most ``workers`` tasks are in flight. Ray's retries are off (``max_retries=0`
 lost with its worker or node, or a rollout that ended in ``infra_error``, is recorded as an
 attempt and resubmitted by harnessctl, up to ``retries`` times, exactly like the local
 executor; results already returned are written at once and are never lost or redone.
+
+Without ``--ray-address`` (nor ``RAY_ADDRESS``) the driver starts a cluster of its own: on
+loopback only and with Ray's token authentication (``LOCAL_CLUSTER_ENV``), so that neither
+another machine nor another user of this one can submit code to it (Ray listens on every
+interface, unauthenticated, by default). A cluster beyond one machine is the user's own
+(``ray start --head``, with ``RAY_AUTH_MODE=token`` on every node), joined by address.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
+import sys
 from typing import Any
 
 from ..errors import ConfigError, HarnessctlError, InfraError
@@ -34,12 +42,33 @@ def import_ray() -> Any:
     return ray
 
 
+LOCAL_CLUSTER_ENV = {
+    # Ray's switch for a one-machine cluster (its default on macOS and Windows): the node's
+    # address is loopback, so the GCS, raylet, workers and agents listen on 127.0.0.1 only
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    # token authentication (Ray >= 2.52): a process without the token the cluster writes to
+    # ~/.ray/auth_token (another user of the machine) cannot submit tasks to it
+    "RAY_AUTH_MODE": "token",
+}
+"""What a local cluster harnessctl starts runs with, unless the environment says otherwise
+(another machine's driver would join a cluster ``ray start --head`` made, not this one)."""
+_LOOPBACK = ("127.", "::1", "::ffff:127.")
+
+
 def connect(address: str | None) -> Any:
-    """Join the cluster at ``address`` (or ``RAY_ADDRESS``), or start a local one; reused."""
+    """Join the cluster at ``address`` (or ``RAY_ADDRESS``), or start a local one, on
+    loopback with token authentication (:data:`LOCAL_CLUSTER_ENV`); reused."""
+    local = address == "local" or (not address and not os.environ.get("RAY_ADDRESS"))
+    imported = "ray" in sys.modules
+    if local and not (imported and sys.modules["ray"].is_initialized()):
+        for name, value in LOCAL_CLUSTER_ENV.items():  # before Ray is imported: read then
+            os.environ.setdefault(name, value)
     ray = import_ray()
-    if address:
+    if address and not local:
         _check_reachable(address)
     if not ray.is_initialized():
+        if local and imported:
+            _reread_environment()
         try:
             ray.init(
                 address=address,
@@ -50,7 +79,36 @@ def connect(address: str | None) -> Any:
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = "--ray-address"
             raise ConfigError(where, f"cannot join Ray cluster {address!r}: {exc}") from None
+        if local:
+            _check_loopback(ray)
     return ray
+
+
+def _reread_environment() -> None:
+    """Ray imported before :data:`LOCAL_CLUSTER_ENV` was set (by the caller's own code) read
+    its cluster switch and its configuration then: read again, as Ray itself does when it
+    turns token authentication on (else the GCS, a fresh process, would want a token the
+    driver never wrote)."""
+    from ray import _raylet
+    from ray._private import ray_constants
+
+    switch = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1").lower()
+    ray_constants.ENABLE_RAY_CLUSTER = switch in ("1", "true")
+    _raylet.Config.initialize("")  # type: ignore[attr-defined]  # compiled, no stub for it
+
+
+def _check_loopback(ray: Any) -> None:
+    """A local cluster asked to be on loopback that is not is stopped, not used."""
+    if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "").lower() not in ("0", "false"):
+        return  # the environment chose a reachable local cluster
+    node = ray.util.get_node_ip_address()
+    if not node.startswith(_LOOPBACK):
+        ray.shutdown()
+        raise ConfigError(
+            "--executor ray",
+            f"Ray's local cluster would listen on {node}, not on loopback: start one with "
+            "`ray start --head` and pass its address with --ray-address",
+        )
 
 
 def _check_reachable(address: str) -> None:
