@@ -19,12 +19,10 @@ import re
 
 from harnessctl_runtime import Action, Failure, Harness, Observation, Recovery, State
 
-# AgentBench's three patterns, as written there
-ACTION = re.compile(r"Action: (.*?)\n")
+ACTION = re.compile(r"Action: (.*?)\n")  # AgentBench's three patterns, as written there
 SQL_BLOCK = re.compile(r"```sql\n([\s\S]*?)\n```")
 FINAL_ANSWER = re.compile(r"\nFinal Answer:(.*)")
-#: The agent turn AgentBench injects after its instructions.
-ACKNOWLEDGEMENT = "Ok."
+ACKNOWLEDGEMENT = "Ok."  # the agent turn AgentBench injects after its instructions
 
 
 class DBBenchHarness(Harness):

@@ -1,9 +1,9 @@
 """dbbench-paraphrase: the DBBench text protocol in the project's own words.
 
-A sibling of dbbench-base (AgentBench's text, verbatim): the same two actions, asked for by a
-system prompt written here (prompts/system.md) and read by a lenient parser. It was the
-project's base before the base became AgentBench's text; on small local models its wording
-makes fewer format failures, so it lives on as a repair of the context's wording.
+An alternative to dbbench-base (AgentBench's text, verbatim): the same two actions, asked
+for by a system prompt written here (prompts/system.md) and read by a lenient parser. It was
+the project's base before the base became AgentBench's text; on small local models its
+wording makes fewer format failures, so it lives on, named, as a base of its own lineage.
 
 Deliberately plain so that repair directions have something to fix: the context holds only
 the task text, actions are not validated, tool errors are shown as they are, an unparsable

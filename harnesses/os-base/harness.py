@@ -24,11 +24,9 @@ import re
 
 from harnessctl_runtime import Action, Failure, Harness, Observation, Recovery, State
 
-# AgentBench's patterns, as written there
-ACT = re.compile(r"Act:\s*(.+)")
+ACT = re.compile(r"Act:\s*(.+)")  # AgentBench's patterns, as written there
 BASH_BLOCK = re.compile(r"```bash\n(.*?)\n```", re.DOTALL)
-#: AgentBench's roles in the example conversation, as chat roles.
-ROLES = {"user": "user", "agent": "assistant"}
+ROLES = {"user": "user", "agent": "assistant"}  # AgentBench's roles in the example, as chat roles
 
 
 class OSHarness(Harness):

@@ -210,6 +210,7 @@ def test_init_rollouts_and_export_edits_json(ws, evolved, tmp_path):
         "alfworld-base",
         "dbbench-base",
         "dbbench-fc",
+        "dbbench-paraphrase",
         "miniwob-base",
         "os-base",
         "tau2-base",

@@ -77,7 +77,9 @@ def test_sql_then_answer(task_dir):
     assert state.answer == '["900"]'
     assert state.turns[0].feedback == "[(900,)]"
     assert model.seen[1][-1] == {"role": "user", "content": "[(900,)]"}
-    assert model.seen[0][0]["role"] == "system" and "Final Answer" in model.seen[0][0]["content"]
+    # AgentBench's instructions are the first user turn, answered by its injected "Ok."
+    assert model.seen[0][0]["role"] == "user" and "Final Answer" in model.seen[0][0]["content"]
+    assert model.seen[0][1] == {"role": "assistant", "content": "Ok."}
     kinds = [json.loads(x)["event"] for x in (task_dir / "events.jsonl").read_text().splitlines()]
     assert kinds == ["turn", "turn"]
 
@@ -89,7 +91,7 @@ def test_unparsable_reply_ends_the_base_episode(task_dir):
 
 
 def test_tool_errors_are_shown_raw_and_counted(task_dir):
-    bad = "```sql\nSELECT * FROM game_schedule\n```"
+    bad = "Action: Operation\n```sql\nSELECT * FROM game_schedule\n```"
     state = run(task_dir, Script(bad, bad, bad, bad))
     assert state.status == "step_limit"
     assert state.tool_error_streak == 4
@@ -97,7 +99,8 @@ def test_tool_errors_are_shown_raw_and_counted(task_dir):
 
 
 def test_long_observations_are_cut_at_the_protocol_limit(task_dir):
-    state = run(task_dir, Script("```sql\nSELECT * FROM `Game Schedule`\n```", "Final Answer: []"))
+    whole = "Action: Operation\n```sql\nSELECT * FROM `Game Schedule`\n```"
+    state = run(task_dir, Script(whole, "Action: Answer\nFinal Answer: []"))
     text = state.turns[0].feedback
     assert text.endswith("[TRUNCATED]") and len(text) == 800 + len("[TRUNCATED]")
 
