@@ -52,7 +52,7 @@ Control = Literal["fdr", "fwer", "none"]
 CONTROLS: tuple[str, ...] = ("fdr", "fwer", "none")
 Decision = Literal["accept", "worse", "futile", "exhausted", "continue"]
 Design = Literal["sequential", "fixed"]
-FIXED_BELOW_PAIRS = 168
+FIXED_BELOW_PAIRS = 180
 """A judgement that may spend fewer pairs than this runs the fixed-sample design: measured
 by exact power (``benchmarks/gate_budget.py``, docs/decisions.md), the sign test at the
 judgement's full budget has clearly more power there, and the sequential test's savings in

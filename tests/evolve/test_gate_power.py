@@ -73,3 +73,24 @@ def test_the_smallest_detectable_effect_and_the_budget_statement():
     none = budget(GatePlan(max_looks=1, look_pairs=1), judgements=1, level=0.001, alpha=0.1,
                   tasks=1, parent_success=0.5)  # fmt: skip
     assert none.detectable is None and "detects no gain" in (none.warning or "")
+
+
+def test_the_budget_benchmark_fails_a_threshold_that_picks_the_costlier_design():
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    script = str(ROOT / "benchmarks" / "gate_budget.py")
+
+    def run(*args):
+        return subprocess.run([sys.executable, script, "--p0", "0.2", *args],
+                              capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+
+    ok = run("--looks", "4,20")
+    assert ok.returncode == 0 and "passed" in ok.stdout, ok.stdout
+    # a repair so large that the sequential test stops early even on 48 pairs: the fixed
+    # design the threshold picks there is the costlier one, and the benchmark says so
+    bad = run("--looks", "4", "--effect", "0.5")
+    assert bad.returncode == 1
+    assert "FAILED 48 pairs: fixed chosen, sequential costs fewer pairs per repair" in bad.stdout
