@@ -148,6 +148,11 @@ class OracleSim:
         skill, overrides = sim_params(params, tuple(self.base_rates), self.default_skill)
         return scaled_rates(self.base_rates, skill, overrides)
 
+    def param_names(self) -> tuple[str, ...]:
+        """The parameters this policy reads: ``skill`` and one ``rate_<mode>`` per mode
+        (checked by name before any rollout: a misspelt one is refused, not ignored)."""
+        return ("skill", *(f"rate_{mode}" for mode in self.base_rates))
+
 
 def default_policy(env_kind: str) -> str:
     """The offline default for an environment: its simulated test double ``sim/<kind>``."""

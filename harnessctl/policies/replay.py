@@ -38,6 +38,10 @@ class ReplayPolicy:
     def __init__(self, kind: str) -> None:
         self.kind = kind
 
+    def param_names(self) -> tuple[str, ...]:
+        """It reads no parameter of its own (checked before any rollout)."""
+        return ()
+
     def view(self, env: Any, task: Any) -> dict[str, Any]:
         if env.kind != self.kind:
             raise ConfigError("--policy", f"replay/{self.kind} cannot play {env.kind} tasks")

@@ -60,6 +60,17 @@ def check_policy_params(model: str, params: dict) -> None:
         policy = get_offline_policy(model)
     except Exception:  # an unknown name is the policy check's to report
         return
+    own = getattr(policy, "param_names", None)  # optional: a plugin may not declare them
+    if callable(own):
+        known = {*own(), RESAMPLE, *CALL_PARAMS}
+        unknown = sorted(k for k in params if k not in known)
+        if unknown:
+            names = ", ".join(sorted({*own(), RESAMPLE})) or RESAMPLE
+            raise ConfigError(
+                "--param",
+                f"{model} takes no parameter {', '.join(unknown)} (its parameters: {names}; "
+                "and a chat call's own, such as temperature or max_tokens)",
+            )
     rates = getattr(policy, "rates", None)
     if callable(rates):
         try:
@@ -102,6 +113,10 @@ _OTHER_KNOWN = (
     "return_token_ids",
     "organization",
 )
+
+
+#: Every name a chat call itself takes: what an offline policy may be passed besides its own.
+CALL_PARAMS = frozenset({*_NUMBER_RANGES, *_POSITIVE_INTS, *_ANY_INTS, *_OTHER_KNOWN})
 
 
 def check_model_params(model: str, params: dict, secrets: dict | None = None) -> None:

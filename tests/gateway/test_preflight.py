@@ -189,13 +189,23 @@ def test_nan_inf_and_over_the_limit_values_exit_2(workspace):
 def test_a_bad_param_of_a_simulated_policy_exits_2_before_any_rollout(workspace):
     for param, says in [
         ("skill=2", "must be between 0 and 1"),
-        ("rate_bogus=0.1", "unknown param rate_bogus"),
+        ("rate_bogus=0.1", "takes no parameter rate_bogus"),
         ("resample=-1", "resample=-1"),
+        ("skil=0.8", "takes no parameter skil"),  # a misspelt name is refused, not ignored
     ]:
         result = invoke("eval", "dbbench-base", "--task", "dev-000", "--param", param)
         assert result.exit_code == 2, (param, result.output)
         assert "--param" in result.output and says in result.output
-    assert load_workspace(workspace).open_store().rollouts() == []
+    result = invoke("eval", "dbbench-base", "--task", "dev-000", "--param", "skil=0.8")
+    assert "rate_lose_track" in result.output and "skill" in result.output  # the known names
+    replay = ["--policy", "replay/dbbench", "--param", "skill=0.8"]
+    result = invoke("eval", "dbbench-base", "--task", "dev-000", *replay)
+    assert result.exit_code == 2 and "takes no parameter skill" in result.output
+    ok = ["--param", "skill=0.8", "--param", "temperature=0.5", "--param", "resample=1"]
+    result = invoke("eval", "dbbench-base", "--task", "dev-000", "--rollouts", "1", *ok)
+    assert result.exit_code == 0, result.output
+    rows = load_workspace(workspace).open_store().rollouts()
+    assert len(rows) == 1  # only the accepted run made a rollout
 
 
 def test_a_bad_param_of_a_real_model_exits_2_offline_before_any_call(workspace):

@@ -42,6 +42,10 @@ class ReplayOS:
     description = "TEST DOUBLE: answers os_interaction tasks with the example scripts' output"
     version = "2"  # 2: the one-shot example turns are not its replies
 
+    def param_names(self) -> tuple[str, ...]:
+        """It reads no parameter of its own (checked before any rollout)."""
+        return ()
+
     def view(self, env: Any, task: Any) -> dict[str, Any]:
         return {"replay": list(env.replay(task)), "description": env.oracle(task)["description"]}
 
