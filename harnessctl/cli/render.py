@@ -107,9 +107,21 @@ def print_result(result) -> None:
     print_json_text(json.dumps(result.model_dump(mode="json")))
 
 
+#: Past this size a JSON document is printed by ``json`` itself: rich's highlighter took
+#: minutes on a trajectory of a few MB, with the same text as the result.
+PLAIN_JSON_BYTES = 1 << 20
+
+
 def print_json_text(data: str) -> None:
     """Print a JSON document, every non-ASCII character as a ``\\u`` escape: JSON escapes
     control characters below 0x20, this also the C1 ones (0x80-0x9f) a terminal may obey."""
+    if len(data) > PLAIN_JSON_BYTES:
+        import json
+        import sys
+
+        sys.stdout.write(json.dumps(json.loads(data), indent=2, ensure_ascii=True) + "\n")
+        sys.stdout.flush()
+        return
     console().print_json(data, ensure_ascii=True)
 
 
