@@ -256,8 +256,9 @@ def test_the_call_in_text_repair_reads_a_call_written_as_json(tmp_path, content,
 
 
 def test_the_rule_editor_picks_the_repair_the_failure_calls_for():
-    """Both format repairs target invalid_format: the failure's error decides which one the
-    offline editor proposes (and each applies to the base)."""
+    """Both format repairs target invalid_format: what the model wrote decides which one the
+    offline editor proposes (and each applies to the base). The digests are as evolve makes
+    them for these failures: no error text, the reply."""
     from harnessctl.envs.miniwob import HERE
     from harnessctl.evolve.digest import Digest
     from harnessctl.evolve.directions import load_direction
@@ -269,18 +270,16 @@ def test_the_rule_editor_picks_the_repair_the_failure_calls_for():
     base = ROOT / "harnesses" / "miniwob-base"
     files = {p.name: p.read_text() for p in [base / "harness.py"]}
 
-    def proposed(error: str, reply: str) -> str:
+    def proposed(reply: str) -> str:
         step = {"round": 1, "kind": "invalid_format", "reply": reply, "feedback": None}
-        failure = Digest("click-test.1", "click", 0, "invalid_format", error, "...", [step])
+        failure = Digest("click-test.1", "click", 0, "invalid_format", None, "...", [step])
         ctx = EditContext(direction=direction, files=files, digests=[failure])
         proposal = rule_editor(family="miniwob").propose(ctx, None)
         assert proposal is not None
         return proposal.response[len(RULE_HEADER) :].split(":", 1)[0]
 
-    assert proposed("no Action line in the reply", "I should click [6] next.") == (
-        "format-reprompt"
-    )
-    assert proposed("no function call in the reply", WRITTEN) == "call-in-text"
+    assert proposed("Think: the next step.\\nI should click [6] next.") == "format-reprompt"
+    assert proposed(WRITTEN.replace("\n", "\\n")) == "call-in-text"
 
 
 def _alive(pid: int) -> bool:
