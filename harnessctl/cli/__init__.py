@@ -13,6 +13,7 @@ from . import (
     export_edits_cmd,
     export_traces_cmd,
     init_cmd,
+    new_env_cmd,
     pool_cmd,
     profile_cmd,
     regress_cmd,
@@ -78,6 +79,7 @@ app.add_typer(pool_cmd.pool_app, name="pool")
 app.command("show")(handle_errors(show_cmd.show_command))
 app.command("rollouts")(handle_errors(show_cmd.rollouts_command))
 app.command("init")(handle_errors(init_cmd.init_command))
+app.command("new-env")(handle_errors(new_env_cmd.new_env_command))
 app.command("profile")(handle_errors(profile_cmd.profile_command))
 app.command("test")(handle_errors(regress_cmd.test_command))
 app.command("route")(handle_errors(route_cmd.route_command))
