@@ -8,12 +8,11 @@ own, whatever the number of test processes (:func:`miniwob_world`, the pattern o
 (``World.copy``) and changes it freely.
 
 The tests are two modules so that pytest-xdist's two processes (``--dist loadfile``) run
-them side by side: ``test_miniwob_e2e.py`` builds on the world (the evolve, profiles,
-routing, the pool, ``test``, the report, the viewer) and ``test_miniwob_protocols.py`` needs
-no evolve for most of its tests (the gold's replays in text and function calling, each
-sim mode and its repair, a kill -9 of an eval) and copies the world only for its last one
-(the gold's replay with every sibling), by when the world is made. Every test here is slow
-(``-m slow``), as the world is.
+them side by side: ``test_miniwob_e2e.py`` builds on the world (the evolve, the gold with
+every sibling, profiles, routing, the pool, ``test``, the report, the viewer) and
+``test_miniwob_protocols.py`` needs no evolve (the gold's replays in text and function
+calling, each sim mode and its repair, a kill -9 of an eval), so neither waits on the other.
+Every test here is slow (``-m slow``), as the world is.
 """
 
 from __future__ import annotations

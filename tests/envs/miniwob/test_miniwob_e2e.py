@@ -6,8 +6,8 @@ the viewer's API.
 The evolve is the session's MiniWoB++ world (train split, 2 seeds, about 100 s on a 2-core
 machine; tests/helpers/miniwob_world.py), run once and copied here; later stages reuse its
 cached rollouts (profiles are in-sample on train, as the other environments' e2e tests do).
-The gold's replays, each sim mode and its repair, and the gold with every sibling are in
-test_miniwob_protocols.py, which the other test process runs meanwhile."""
+The gold's replays of the base, each sim mode and its repair, and a kill -9 of an eval are in
+test_miniwob_protocols.py, which needs no evolve: the other test process runs it meanwhile."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 
 from tests.envs.miniwob import require_browser
 from tests.helpers.cli import cli, cli_json
-from tests.helpers.miniwob_world import BASE, SUITE, harness_hash, store
+from tests.helpers.miniwob_world import BASE, SUITE, TASKS, harness_hash, replay, store
 from tests.helpers.workspaces import isolate
 
 require_browser()
@@ -59,7 +59,9 @@ def test_evolve_on_the_defaults_accepts_siblings_without_regressions(ws, evolved
     assert {"success", "invalid_format", "tool_error", "step_limit"} <= set(
         base["summary"]["outcomes"]
     )
-    # the gold still solves the suite with every sibling: test_miniwob_protocols.py
+    for name in siblings:  # the gold still solves the suite with every sibling
+        summary = replay(ws, name)["summary"]
+        assert summary["outcomes"] == {"success": TASKS}, (name, summary)
 
 
 def test_profile_route_and_the_rank1_routed_eval(ws, profiled, siblings):
