@@ -53,7 +53,9 @@ def new_env_command(
     from .render import console, escape
 
     out_console = console()
-    out_console.print(f"wrote [bold]{escape(str(made.root))}[/] ({len(made.files)} files)")
+    out_console.print(
+        f"wrote [bold]{escape(str(made.root))}[/] ({len(made.files)} files)", soft_wrap=True
+    )
     out_console.print("next:")
     for step in steps:
         out_console.print(f"  {escape(step)}", soft_wrap=True)

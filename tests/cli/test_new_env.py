@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,6 +89,35 @@ def test_every_template_is_written_with_every_placeholder_filled(tmp_path):
     pyproject = (made.root / "pyproject.toml").read_text()
     assert 'my_kind = "my_kind:MyKindEnvironment"' in pyproject
     assert '"sim/my_kind" = "my_kind.sim:SimMyKind"' in pyproject
+
+
+def test_the_plain_output_names_the_directory_and_the_next_commands(tmp_path):
+    out = tmp_path / "k"
+    result = cli(tmp_path, "new-env", "k", "--out", out)
+    files = len(list(TEMPLATE.rglob("*.tmpl")))
+    assert result.stdout.splitlines() == [
+        f"wrote {out} ({files} files)",
+        "next:",
+        f"  cd {out}",
+        "  pip install -e .",
+        "  harnessctl init . --no-examples",
+        "  pytest -q tests",
+        "  harnessctl eval k-base --split dev --policy replay/k",
+        "  harnessctl evolve k-base --rounds 1",
+    ]
+
+
+@pytest.mark.parametrize("name", ["x", "a" * 32])
+def test_the_package_is_lint_clean_whatever_the_name_length(tmp_path, name):
+    """ruff with the project's own rules and format, at the shortest and the longest name."""
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:  # the test extra installs it (tests/test_lint.py fails without it)
+        pytest.skip("ruff is not installed")
+    made = new_env(name, tmp_path / "pkg")
+    rules = ["--select", "E,F,W,I,B,UP,SIM", "--line-length", "100", "--no-cache"]
+    for command in (["check", *rules], ["format", "--check", "--no-cache"]):
+        run = subprocess.run([ruff, *command, "."], cwd=made.root, capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout[-3000:]
 
 
 def test_new_env_is_pure_data(tmp_path):
