@@ -65,6 +65,11 @@ def check_name(name: str) -> str:
 
     if name in known_environments():
         raise ConfigError("NAME", f"{name!r} is an existing environment kind: choose another")
+    from ..policies import OFFLINE_POLICIES
+
+    taken = sorted({f"sim/{name}", f"replay/{name}"} & set(OFFLINE_POLICIES.names()))
+    if taken:  # a plugin registered the policy of a kind it does not (or no longer) provide
+        raise ConfigError("NAME", f"{name!r}: the policy {taken[0]} is registered already")
     if importlib.util.find_spec(name) is not None:  # finds without importing (no dots)
         raise ConfigError(
             "NAME",

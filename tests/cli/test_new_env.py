@@ -50,6 +50,18 @@ def test_a_bad_name_exits_2_and_writes_nothing(tmp_path, name, says):
     assert not out.exists()
 
 
+def test_a_name_whose_policy_is_registered_already_is_refused(tmp_path):
+    from harnessctl.policies import OFFLINE_POLICIES
+
+    OFFLINE_POLICIES.register("sim/ghost", object)
+    try:
+        result = cli(tmp_path, "new-env", "ghost", "--out", tmp_path / "g", code=2)
+    finally:
+        OFFLINE_POLICIES.unregister("sim/ghost")
+    assert "the policy sim/ghost is registered already" in result.output
+    assert not (tmp_path / "g").exists()
+
+
 def test_an_existing_directory_is_refused_unless_empty(tmp_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("mine")
