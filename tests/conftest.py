@@ -24,6 +24,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Name each failure the moment it happens (pytest names them only at the end): a run
+    stopped by a time limit still says which tests had failed by then. On the controlling
+    process only (xdist's workers report to it)."""
+    if report.failed and not os.environ.get("PYTEST_XDIST_WORKER"):
+        import sys
+
+        sys.stderr.write(f"\nFAILED (live) {report.nodeid} ({report.when})\n")
+        sys.stderr.flush()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def alfworld_translations(tmp_path_factory):
     """ALFWorld's game translations kept once for the whole session (both test processes):
