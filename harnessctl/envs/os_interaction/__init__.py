@@ -2,10 +2,11 @@
 
 A task is one record of an AgentBench task file (:mod:`.tasks` reads AgentBench's layout as
 it is); its category is its first label. Each rollout gets a task container of its own
-(:mod:`.container`, the offline image of ``scripts/build-os-image.sh``): the init scripts run
-first (one that fails is the environment's failure), the ``start`` script runs in the agent's
-shell as AgentBench runs it (what it starts keeps running), and the harness acts through two
-tools, over the rollout's gateway socket:
+(:mod:`.episode`, :mod:`.container`, the offline image of ``scripts/build-os-image.sh``): the
+init scripts run first (one that fails is a failed sample, scored, as in AgentBench), the
+``start`` script is typed into the agent's shell as AgentBench types it (what it starts keeps
+running, a user it becomes is the agent's), and the harness acts through two tools, over the
+rollout's gateway socket:
 
 - ``bash``: one command, run in the container's shell session (working directory and
   variables persist), stopped at the per-command time limit; the observation is its output,
@@ -22,7 +23,6 @@ only).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import threading
@@ -31,30 +31,21 @@ from pathlib import Path
 from typing import Any
 
 from harnessctl import bounds
-from harnessctl.envs import Environment, Episode, ReplayScript, Score, StepResult, Task, TaskSet
+from harnessctl.envs import Environment, Episode, ReplayScript, Score, Task, TaskSet
 
-from .container import (
-    DEFAULT_IMAGE,
-    CommandResult,
-    ContainerError,
-    Limits,
-    TaskContainer,
-    image_id,
-    image_present,
-    reap_orphans,
+from .container import DEFAULT_IMAGE, ContainerError, Limits, image_id, image_present, reap_orphans
+from .episode import (
+    EXPECTED_MODES,
+    MAX_ROUNDS,
+    TOOLS,
+    OSEpisode,
+    reads_answer,
+    shape_output,
 )
 from .tasks import KIND, RecordError, load_tasks, parse_record, scripts_dir
 
 HERE = Path(__file__).resolve().parent
 TASK_FILE = "task.json"
-TOOLS = ("bash", "finish")
-#: AgentBench's protocol: at most 8 rounds.
-MAX_ROUNDS = 8
-#: AgentBench cuts a command's output at 800 characters: the first 780 and this note.
-OUTPUT_LIMIT = 800
-OUTPUT_KEEP = 780
-TRUNCATED_NOTE = "\n[truncated because the output is too long]"
-INIT_TIMEOUT_S = 60.0
 _reaped = threading.Event()
 
 
@@ -63,176 +54,14 @@ def public_task(task: Task) -> dict[str, Any]:
     return {"task_id": task.id, "env": KIND, "instruction": task.record["description"]}
 
 
-def shape_output(text: str) -> str:
-    """AgentBench's truncation of a command's output."""
-    if len(text) > OUTPUT_LIMIT:
-        return text[:OUTPUT_KEEP] + TRUNCATED_NOTE
-    return text
-
-
-class OSEpisode(Episode):
-    """One task container for one rollout (host only; see harnessctl.envs.Episode).
-
-    ``events`` (host only, in the score's detail) records every command stopped at a limit
-    (``timeout``, ``disk``) and every command that ended the shell."""
-
-    def __init__(self, task: Task, image: str, limits: Limits) -> None:
-        self.task = task
-        self.image = image
-        self.limits = limits
-        self.container: TaskContainer | None = None
-        self.finished = False
-        self.commands = 0
-        self.events: list[dict[str, Any]] = []
-        self.init_status: list[int | None] = []
-        self._booting: threading.Thread | None = None
-        self._booted: tuple[TaskContainer, list[int | None]] | None = None
-        self._boot_error: BaseException | None = None
-
-    def boot(self) -> None:
-        """Start the task container in the background (``open_episode`` calls it, so the
-        container starts while the sandbox does); ``reset`` takes it over."""
-        self._booting = threading.Thread(target=self._boot_into_slot, daemon=True)
-        self._booting.start()
-
-    def _boot_into_slot(self) -> None:
-        try:
-            self._booted = self._boot()
-        except BaseException as exc:  # handed to reset, which raises it
-            self._boot_error = exc
-
-    def _boot(self) -> tuple[TaskContainer, list[int | None]]:
-        container = TaskContainer(self.image, self.limits)
-        try:
-            container.start()
-            statuses: list[int | None] = []
-            for n, (language, code) in enumerate(self.task.record["init"]):
-                status, output = container.run_script(language, code, timeout=INIT_TIMEOUT_S)
-                statuses.append(status)
-                if status != 0:  # the task cannot be judged: the environment's failure
-                    raise ContainerError(
-                        f"task {self.task.id}: its setup (init script {n}) "
-                        + ("did not finish" if status is None else f"exited {status}")
-                        + f": {output.strip()[-300:]}"
-                    )
-            start = self.task.record["start"]
-            if start is not None:
-                container.run_start(start[1])
-        except BaseException:
-            container.close()
-            raise
-        return container, statuses
-
-    def _take_booted(self) -> tuple[TaskContainer, list[int | None]] | None:
-        thread, self._booting = self._booting, None
-        if thread is None:
-            return None
-        thread.join()
-        booted, error = self._booted, self._boot_error
-        self._booted, self._boot_error = None, None
-        if error is not None:
-            raise error
-        return booted
-
-    def reset(self) -> StepResult:
-        booted = self._take_booted()
-        if self.container is not None or booted is None:  # a second reset: a fresh system
-            self.close()
-            booted = self._boot()
-        self.container, self.init_status = booted
-        self.finished, self.commands, self.events = False, 0, []
-        info = {"tools": list(TOOLS), "max_rounds": MAX_ROUNDS}
-        return StepResult(self.task.record["description"], info=info)
-
-    def step(self, tool: str, argument: str, arguments: dict[str, Any] | None) -> StepResult:
-        if self.finished:
-            return StepResult("The episode has finished.", done=True)
-        if tool == "finish":
-            self.finished = True
-            return StepResult("Finished.", done=True)
-        if tool != "bash":
-            return StepResult("", info={"error": f"unknown tool {tool!r}; use bash or finish"})
-        command = argument
-        if arguments is not None:
-            command = arguments.get("script", arguments.get("command", ""))
-            if not isinstance(command, str):
-                return StepResult("", info={"error": "arguments.script must be a string"})
-        if not command.strip():
-            return StepResult("", info={"error": "empty command: send one bash command"})
-        if self.container is None:
-            raise ContainerError("the episode was stepped before reset")
-        self.commands += 1
-        stopped = self._take_background()
-        result = self.container.bash(command)
-        observed = self._observe(result)
-        if stopped and "error" not in observed.info:
-            observed.info["limit"] = "disk"
-            observed.info["error"] = (
-                "a process left running wrote past the system's disk limit "
-                f"({self.limits.disk_mb} MiB, {self.limits.files} files) and was stopped"
-            )
-        return observed
-
-    def _take_background(self) -> bool:
-        """Limits the container enforced between commands, as events; True if any."""
-        if self.container is None or not self.container.background:
-            return False
-        taken, self.container.background[:] = list(self.container.background), []
-        for event in taken:
-            self.events.append({"command": self.commands, **event, "background": True})
-        return True
-
-    def _observe(self, result: CommandResult) -> StepResult:
-        info: dict[str, Any] = {"exit_code": result.exit_code}
-        text = result.output
-        if result.limit == "timeout":
-            info["limit"] = "timeout"
-            info["error"] = (
-                f"the command ran past {self.limits.command_timeout_s:g}s and was stopped "
-                "(with everything it started)"
-            )
-        elif result.limit == "disk":
-            info["limit"] = "disk"
-            info["error"] = (
-                f"the command wrote past the system's disk limit ({self.limits.disk_mb} MiB) "
-                "and was stopped"
-            )
-        elif result.limit == "pids":
-            info["limit"] = "pids"
-            info["error"] = (
-                f"no process could start in the system (its limit is {self.limits.pids}): it "
-                "was restarted, every process stopped, its files kept"
-            )
-        elif result.session_ended:
-            info["error"] = "the command ended the shell; a new shell was started"
-        if result.limit or result.session_ended:
-            self.events.append(
-                {
-                    "command": self.commands,
-                    "limit": result.limit or "shell_ended",
-                    "seconds": round(result.seconds, 2),
-                }
-            )
-        if result.dropped_bytes:
-            info["dropped_bytes"] = result.dropped_bytes
-        return StepResult(shape_output(text), info=info)
-
-    def close(self) -> None:
-        with contextlib.suppress(BaseException):
-            booted = self._take_booted()
-            if booted is not None:
-                booted[0].close()
-        if self.container is not None:
-            self.container.close()
-            self.container = None
-
-
 def _matches(rule: dict[str, str], answer: str | None) -> bool:
+    """AgentBench's ``match``: the answer, stripped, equals the expected string as written
+    (or the regex finds it in the answer)."""
     if answer is None:
         return False
     if "regex" in rule:
         return re.search(rule["regex"], answer) is not None
-    return answer.strip() == rule["answer"].strip()
+    return answer.strip() == rule["answer"]
 
 
 class OSEnvironment(Environment):
@@ -261,10 +90,18 @@ class OSEnvironment(Environment):
         memory_mb: int = 512,
         disk_mb: int = 256,
         files: int = 20_000,
+        expected: str = "snapshot",
     ) -> None:
         if not isinstance(image, str) or not image:
             raise ValueError(f"image must be an image name, got {image!r}")
+        if expected not in EXPECTED_MODES:
+            raise ValueError(
+                f"expected must be one of {', '.join(EXPECTED_MODES)} (snapshot: the example's "
+                f"output before the agent acts; live: AgentBench's, after), got {expected!r}"
+            )
         self.image = image
+        #: Where the example's output that checks compare with comes from (:mod:`.episode`)
+        self.expected = expected
         self.limits = Limits(
             command_timeout_s=float(command_timeout_s),
             pids=int(pids),
@@ -323,7 +160,7 @@ class OSEnvironment(Environment):
         if not _reaped.is_set():  # once per process: containers of runs that were killed
             _reaped.set()
             reap_orphans()
-        episode = OSEpisode(task, self.image, self.limits)
+        episode = OSEpisode(task, self.image, self.limits, self.expected)
         episode.boot()
         return episode
 
@@ -333,15 +170,22 @@ class OSEnvironment(Environment):
         """AgentBench's judgement, in the episode's container after the episode: ``match``
         (the answer, stripped, equals the expected string, or the regex finds it) or the
         ``check`` chain: arguments start as ``[str(answer)]``; each check script (``null``:
-        the example script) runs with them and must exit 0, its output appended. Checks run
-        with the read-only copy of the image's tools (:mod:`.trusted`): whatever the agent did
-        to the container's programs, its verdict is the checks' own."""
+        the example script, or its output from the snapshot: :mod:`.episode`) runs with them
+        and must exit 0, its output appended. Checks run with the read-only copy of the
+        image's tools (:mod:`.trusted`): whatever the agent did to the container's programs
+        or configuration, its verdict is the checks' own. A task whose setup failed is a
+        failed sample (``setup`` in the detail), as in AgentBench."""
         played = episode if isinstance(episode, OSEpisode) else None
         detail: dict[str, Any] = {"answer": answer}
         if played is not None:
             played._take_background()
             detail["events"] = list(played.events)
             detail["init_status"] = list(played.init_status)
+            if played.setup_error is not None:
+                detail["setup"] = f"failed: {played.setup_error}"
+                return Score(success=False, detail={**detail, "checks": "not run: setup failed"})
+            if played.broken is not None:
+                detail["session"] = f"broken by the agent: {played.broken}"
         record = task.record
         if record["match"] is not None:
             ok = _matches(record["match"], answer)
@@ -357,7 +201,15 @@ class OSEnvironment(Environment):
             return Score(success=False, detail={**detail, "checks": "the answer holds a NUL byte"})
         statuses: list[int | None] = []
         deadline = time.monotonic() + bounds.SCORE_TIMEOUT_S
-        for script in record["check"]:
+        detail["expected"] = "snapshot" if played.expected is not None else "live"
+        for n, script in enumerate(record["check"]):
+            if script is None and n == 0 and played.expected is not None:
+                status, output = played.expected  # the example before the agent acted
+                statuses.append(status)
+                if status != 0:
+                    return Score(success=False, detail={**detail, "checks": statuses})
+                params.append(output)
+                continue
             language, code = script if script is not None else record["example"]
             left = deadline - time.monotonic()
             if left <= 0:
@@ -376,7 +228,6 @@ class OSEnvironment(Environment):
     def oracle(self, task: Task) -> dict[str, Any]:
         """The task with its example and expected answer, for offline test doubles (host)."""
         record = task.record
-        checks = record["check"] or []
         return {
             "task_id": task.id,
             "category": task.category,
@@ -384,7 +235,7 @@ class OSEnvironment(Environment):
             "example": record["example"][1] if record["example"] else None,
             "example_language": record["example"][0] if record["example"] else None,
             "match": (record["match"] or {}).get("answer"),
-            "answers": record["match"] is not None or any(c is None for c in checks),
+            "answers": reads_answer(record),
             "background": record["start"] is not None,
         }
 
@@ -392,8 +243,9 @@ class OSEnvironment(Environment):
         """The gold as a script for ``replay/os_interaction`` (:mod:`.replay`): the example
         script as a ``bash`` command (for a ``match`` task, which has none, ``ps`` shows the
         background program), then the answer: the match string, or the command's output
-        (``"answer_from_output": true``: filled in from the observation at run time), or
-        ``finish`` when the checks read the system, not an answer."""
+        (``"answer_from_output": true``: filled in from the observation at run time) where
+        the verdict reads the answer (a check that reads its first argument included: the
+        example of 4.Q47 prints the path it asks for), else ``finish``."""
         view = self.oracle(task)
         command = view["example"]
         if command is None or view["example_language"] != "bash":
@@ -408,7 +260,12 @@ class OSEnvironment(Environment):
         if view["match"] is not None:
             steps.append({"text": f"Think: I know the answer.\n\nAct: answer({view['match']})"})
         elif view["answers"]:
-            steps.append({"text": "Act: answer({output})", "answer_from_output": True})
+            steps.append(
+                {
+                    "text": "Think: the output is the answer.\n\nAct: answer({output})",
+                    "answer_from_output": True,
+                }
+            )
         else:
             steps.append(
                 {
@@ -423,6 +280,7 @@ __all__ = [
     "KIND",
     "MAX_ROUNDS",
     "TOOLS",
+    "ContainerError",
     "OSEnvironment",
     "OSEpisode",
     "load_tasks",

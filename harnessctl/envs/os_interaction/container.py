@@ -14,14 +14,23 @@ Two ways in, as AgentBench has them:
 - :meth:`TaskContainer.bash` runs the agent's command in one long-lived ``bash --login``
   session (working directory and variables persist between commands), its stdin from
   ``/dev/null`` (an interactive program sees end of input instead of the next command), with
-  a time limit: past it, or past the disk limit, the session's process tree is killed and a
-  fresh session starts in the same directory.
+  a time limit: past it, or past the disk limit, every process the host did not start is
+  stopped (:mod:`.processes`) and a fresh session starts in the same directory, as the same
+  user. ``start`` is typed into the session as it is (:meth:`TaskContainer.run_start`), as
+  AgentBench types it into its shell: a ``su - jack`` in it leaves the agent in ``jack``'s
+  shell.
+
+A session that cannot start again while the container answers the host (the agent appended
+``exit`` to ``/etc/profile``, removed ``bash``) is the agent's doing: :class:`SessionBroken`,
+which the episode scores as a failure. Only what the host cannot do (the engine does not
+answer, no process can start even after a restart) is a :class:`ContainerError`.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -36,39 +45,13 @@ from dataclasses import dataclass, field
 
 from ... import bounds
 from . import trusted
+from .processes import KILL_ALL, LIST, hosts_processes, parse_listing
+from .session import Marker, Session, User, marker_line, strip_markers
 
 DEFAULT_IMAGE = "harnessctl-os:latest"
 DOCKER_TIMEOUT_S = 60.0
 SESSION_START_S = 10.0
-#: Bytes of a command's output kept on the host (the rest is counted and dropped).
-KEEP_BYTES = 64 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-#: Stop every process of the container but its init and the task's ``start``
-#: program (marked by ``HX_START=1`` in its environment, which its children inherit): a
-#: command's processes reparent to init when their parent dies, so a tree kill would miss
-#: them. Builtins only (no fork): it runs even when a fork bomb holds nearly every pid;
-#: every victim is stopped before any is killed, so none can fork a replacement.
-KILL_ALL = r"""
-keep=" 1 $$ "
-for round in 1 2 3 4 5 6; do
-  victims=""
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    case "$keep" in *" $p "*) continue;; esac
-    started=0
-    while IFS= read -r -d '' kv; do
-      [ "$kv" = HX_START=1 ] && started=1 && break
-    done < "$d/environ" 2>/dev/null
-    [ "$started" = 1 ] && continue
-    victims="$victims $p"
-  done
-  [ -z "$victims" ] && exit 0
-  kill -STOP $victims 2>/dev/null
-  kill -KILL $victims 2>/dev/null
-done
-exit 0
-"""
-START_MARK = "HX_START=1"
 #: Docker's default capabilities that no task uses (no network; no device nodes, file
 #: capabilities or chroot in AgentBench's tasks). The agent's shell drops one more
 #: (``trusted.AGENT_DROPS``) so that it cannot reach into a check.
@@ -77,6 +60,11 @@ DROPPED_CAPS = ("NET_RAW", "MKNOD", "SETFCAP", "SYS_CHROOT")
 
 class ContainerError(RuntimeError):
     """The engine could not start or reach the task container (an infrastructure error)."""
+
+
+class SessionBroken(RuntimeError):
+    """The agent's shell cannot start again, though the container answers the host: what
+    the agent did to its own system (a scored failure, never an infrastructure error)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +95,9 @@ class CommandResult:
     limit: str | None = None
     session_ended: bool = False  # the command ended the shell (``exit``); a new one started
     dropped_bytes: int = 0
+    #: the writable layer (MiB, entries) measured after the stop, when it was stopped at the
+    #: disk limit: what the stop left, not what crossed the limit
+    usage: tuple[float, int] | None = None
 
 
 def clean_text(raw: bytes) -> str:
@@ -243,75 +234,6 @@ def reap_orphans() -> int:
         client.close()
 
 
-class _Session:
-    """A ``bash --login`` in the container, fed commands on stdin, read on stdout."""
-
-    def __init__(self, container_id: str, cwd: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                "docker",
-                "exec",
-                "-i",
-                "-w",
-                cwd,
-                container_id,
-                *trusted.agent_command("bash", "--login"),
-            ],  # fmt: skip
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        self.buffer = bytearray()
-        self.dropped = 0
-        self.eof = False
-        self.cond = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.pid: int | None = None
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        stream = self.proc.stdout
-        while True:
-            chunk = os.read(stream.fileno(), 65536)
-            with self.cond:
-                if not chunk:
-                    self.eof = True
-                    self.cond.notify_all()
-                    return
-                self.buffer.extend(chunk)
-                if len(self.buffer) > 2 * KEEP_BYTES:  # keep the head and the tail (marker)
-                    cut = len(self.buffer) - KEEP_BYTES - 4096
-                    self.dropped += cut
-                    del self.buffer[KEEP_BYTES : KEEP_BYTES + cut]
-                self.cond.notify_all()
-
-    def send(self, text: str) -> bool:
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(text.encode("utf-8"))
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            return False
-        return True
-
-    def take(self) -> tuple[bytes, int]:
-        with self.cond:
-            data, dropped = bytes(self.buffer), self.dropped
-            self.buffer.clear()
-            self.dropped = 0
-        return data, dropped
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        with contextlib.suppress(Exception):
-            self.proc.kill()
-        with contextlib.suppress(Exception):
-            self.proc.wait(timeout=5)
-
-
 @dataclass
 class TaskContainer:
     """One running task container (see the module docstring)."""
@@ -321,14 +243,22 @@ class TaskContainer:
     run_id: str = field(default_factory=lambda: f"os-{uuid.uuid4().hex[:12]}")
     id: str | None = None
     cwd: str = "/"
+    user: User | None = None  # the agent's shell's user, when not root
     start_code: str | None = None
     restarts: int = 0
     #: Limits the monitor enforced while no command ran (a background writer): each a dict
-    #: with ``limit`` ("disk"), ``mb`` and ``files``; the episode takes them as events.
+    #: with ``limit`` ("disk"), ``mb`` and ``files`` (measured after the stop); the episode
+    #: takes them as events.
     background: list[dict] = field(default_factory=list)
-    _session: _Session | None = None
+    #: ``PID:STARTTIME`` of the processes the host started (:mod:`.processes`): spared by
+    #: the limits, which stop every other process
+    hosts: list[str] = field(default_factory=list)
+    #: A check's environment (``trusted.check_env`` of the container's configuration)
+    check_env: list[str] = field(default_factory=trusted.check_env)
+    _session: Session | None = None
     _upper: str | None = None  # the writable layer's directory on the host, when readable
     _busy: bool = False  # a command of the agent is running (bash() measures then)
+    _armed: bool = False  # the episode has begun: the monitor enforces the disk limits
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _closed: threading.Event = field(default_factory=threading.Event)
 
@@ -356,12 +286,23 @@ class TaskContainer:
             self.image, *trusted.init_command(),
         ).strip()  # fmt: skip
         watch_container(self.id)
-        upper = docker(
-            "container", "inspect", "-f", "{{.GraphDriver.Data.UpperDir}}", self.id
-        ).strip()
+        inspected = docker(
+            "container", "inspect", "-f",
+            "{{.GraphDriver.Data.UpperDir}}\n{{json .Config.Env}}", self.id,
+        ).split("\n")  # fmt: skip
+        upper = inspected[0].strip()
         self._upper = upper if upper.startswith("/") and os.access(upper, os.R_OK) else None
+        with contextlib.suppress(ValueError, IndexError):
+            self.check_env = trusted.check_env(json.loads(inspected[1]) or [])
+        # AgentBench opens the agent's shell with the container, before the init scripts
         self._session = self._open_session()
         threading.Thread(target=self._monitor, name="hx-os-disk", daemon=True).start()
+
+    def arm(self) -> None:
+        """The episode begins: record the host's processes (what setup left running) and
+        enforce the disk limits from now on (a setup that writes much is the task's)."""
+        self.hosts = self._hosts_processes()
+        self._armed = True
 
     def _monitor(self) -> None:
         """The disk limits between commands: a process the agent left running (``nohup
@@ -370,7 +311,7 @@ class TaskContainer:
         every = self.limits.layer_poll_s if self._upper else self.limits.disk_poll_s
         while not self._closed.wait(every):
             with self._lock:
-                if self._busy or self.id is None:
+                if self._busy or not self._armed or self.id is None:
                     continue
                 try:
                     mb, files = self.layer_usage()
@@ -379,6 +320,8 @@ class TaskContainer:
                 if self._over(mb, files):
                     if not over:  # once per crossing: files already written stay
                         self._stop_commands()
+                        with contextlib.suppress(ContainerError):
+                            mb, files = self.layer_usage()  # what the stop left
                         self.background.append(
                             {"limit": "disk", "mb": round(mb, 1), "files": files}
                         )
@@ -405,7 +348,7 @@ class TaskContainer:
         task's setup, before the agent has touched it)."""
         assert self.id is not None, "start() the container first"
         if trusted_tools:
-            cmd = trusted.check_command(language, code, params)
+            cmd = trusted.check_command(language, code, params, self.check_env)
         elif language == "python":
             cmd = ["python3", "-c", code, *params]
         else:
@@ -439,51 +382,103 @@ class TaskContainer:
             reader.join(timeout=5)
         return status, clean_text(bytes(kept))
 
-    def run_start(self, code: str) -> None:
-        """Run the task's ``start`` script in the agent's shell, as AgentBench does (what it
-        sets stays set; what it leaves running, marked ``HX_START``, is spared by the
-        command limits); run again in the fresh shell after a restart."""
-        assert self.id is not None, "start() the container first"
-        self.start_code = code
-        self.bash(f"export {START_MARK}\n{code}\nexport -n HX_START; unset HX_START")
+    def changes(self) -> set[str]:
+        """The paths the writable layer added (``docker diff``: ``A``), for undoing what a
+        script wrote (a ``/tmp`` tmpfs is not in it)."""
+        assert self.id is not None
+        listed = docker("diff", self.id, check=False)
+        return {line[2:] for line in listed.splitlines() if line.startswith("A ")}
+
+    def remove(self, paths: set[str]) -> None:
+        """Remove ``paths`` with the checks' tools, deepest first."""
+        ordered = sorted(paths, key=lambda x: x.count("/"), reverse=True)
+        for start in range(0, len(ordered), 200):
+            self.run_script(
+                "bash", 'rm -rf -- "$@"', tuple(ordered[start : start + 200]), trusted_tools=True
+            )
 
     # --- the agent's session ----------------------------------------------------------
-    def _open_session(self) -> _Session:
-        assert self.id is not None
-        session = _Session(self.id, self.cwd)
+    def run_start(self, code: str) -> None:
+        """Type the task's ``start`` script into the agent's shell as AgentBench does: what
+        it sets stays set, a directory it enters or a user it becomes (``su - jack``) is the
+        agent's, what it leaves running keeps running (the host's: :meth:`arm` records it).
+        Run again in the fresh shell after a restart. A ``start`` that never gives the shell
+        back (a program in the foreground) keeps it: the agent gets a new shell."""
+        assert self.id is not None, "start() the container first"
+        self.start_code = code
+        if self._session is None or self._session.eof:
+            self._session = self._open_session()
+        session = self._session
+        session.take()
         nonce = secrets.token_hex(8)
-        session.send(f"printf '__HX_%s__ %s\\n' '{nonce}' \"$$\"\n")
-        raw = self._wait_marker(session, nonce, time.monotonic() + SESSION_START_S)
-        if raw is None:
+        session.send(code + "\n" + marker_line(nonce))
+        found = session.wait_marker(nonce, time.monotonic() + self.limits.command_timeout_s)
+        if found is not None:
+            self._follow(found)
+            session.pid = found.pid or session.pid
+            return
+        self._session = None  # left to its program (the host's); the agent gets a new shell
+        self._session = self._open_session()
+
+    def _follow(self, found: Marker) -> None:
+        """Keep the shell's directory and user for the next shell (after a stop)."""
+        if found.cwd.startswith("/"):
+            self.cwd = found.cwd
+        if found.uid is not None and found.uid != (self.user.uid if self.user else 0):
+            self.user = self._user(found.uid)
+
+    def _user(self, uid: int) -> User | None:
+        """The passwd entry of ``uid`` (read with the checks' tools: their name service is
+        ``files`` whatever the agent wrote), for the shell that replaces the agent's."""
+        if uid == 0:
+            return None
+        status, out = self.run_script(
+            "bash", 'getent passwd "$1"', (str(uid),), timeout=10, trusted_tools=True
+        )
+        fields = out.strip().split(":")
+        if status == 0 and len(fields) >= 6 and fields[3].isdigit():
+            return User(uid, int(fields[3]), fields[5] or "/")
+        return User(uid, uid, "/")
+
+    def _hosts_processes(self) -> list[str]:
+        session = self._session
+        shell = session.pid if session is not None else None
+        status, out = self.run_script("bash", LIST, timeout=20, trusted_tools=True)
+        if status != 0:
+            raise ContainerError("the task container's processes could not be listed")
+        return hosts_processes(parse_listing(out), shell)
+
+    def _open_session(self) -> Session:
+        assert self.id is not None
+        session = Session(self.id, self.cwd, self.user)
+        nonce = secrets.token_hex(8)
+        session.send(marker_line(nonce, "0"))
+        found = session.wait_marker(nonce, time.monotonic() + SESSION_START_S)
+        if found is None:
             session.close()
             if session.eof and self.cwd != "/":  # its directory is gone: start in /
                 self.cwd = "/"
                 return self._open_session()
+            if self._answers():
+                raise SessionBroken(
+                    "the shell could not start again (it ended before reading a command: "
+                    "a profile that exits, a missing or broken bash)"
+                )
             raise ContainerError("the task container's shell did not start")
-        session.pid = int(raw[1])
+        session.pid = found.pid
         return session
 
-    @staticmethod
-    def _wait_marker(
-        session: _Session, nonce: str, deadline: float, poll: float | None = None
-    ) -> tuple[bytes, str, str] | None:
-        """Wait for the marker line; (output before it, exit status, cwd) or None at the
-        deadline, on end of stream, or when ``poll`` seconds pass (then ``None`` too)."""
-        pattern = re.compile(rb"\n?__HX_" + nonce.encode() + rb"__ (\S+)(?: ([^\n]*))?\n")
-        wake = time.monotonic() + poll if poll else deadline
-        with session.cond:
-            while True:
-                match = pattern.search(session.buffer)
-                if match:
-                    out = bytes(session.buffer[: match.start()])
-                    status = match.group(1).decode("utf-8", "replace")
-                    rest = (match.group(2) or b"").decode("utf-8", "replace")
-                    del session.buffer[: match.end()]  # after reading the groups (a view)
-                    return out, status, rest
-                now = time.monotonic()
-                if session.eof or now >= min(deadline, wake):
-                    return None
-                session.cond.wait(min(deadline, wake) - now)
+    def _answers(self) -> bool:
+        """Whether the container runs a program of the host's (the checks' ``true``)."""
+        assert self.id is not None
+        try:
+            done = subprocess.run(
+                ["docker", "exec", self.id, f"{trusted.PREFIX}/usr/bin/true"],
+                capture_output=True, timeout=20, check=False, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return False
+        return done.returncode == 0
 
     def disk_used_mb(self) -> float:
         """The container's writable layer, in MiB."""
@@ -503,7 +498,7 @@ class TaskContainer:
             return 0.0, 0
 
     def _stop_commands(self) -> bool:
-        """Stop every process the agent's commands started (``KILL_ALL``); False when no
+        """Stop every process the host did not start (:data:`KILL_ALL`); False when no
         process could start in the container to do it."""
         assert self.id is not None
         try:
@@ -512,7 +507,7 @@ class TaskContainer:
                     "docker",
                     "exec",
                     self.id,
-                    *trusted.check_command("bash", KILL_ALL, ()),
+                    *trusted.check_command("bash", KILL_ALL, tuple(self.hosts), self.check_env),
                 ],
                 capture_output=True,
                 timeout=20,
@@ -533,14 +528,13 @@ class TaskContainer:
         nonce = secrets.token_hex(8)
         encoded = base64.b64encode(command.encode("utf-8")).decode("ascii")
         # bash's parser is left broken after an ``eval`` of bad syntax, so the syntax is
-        # checked first (``bash -n``); the nonce is not written next to the marker, so an
-        # echo of this line (a shell error) cannot be taken for the marker
+        # checked first (``bash -n``)
         script = (
             f"__hx_c=\"$(printf %s '{encoded}' | base64 -d)\"; "
             'if __hx_e="$(bash -n -c "$__hx_c" 2>&1)"; then '
             '{ eval "$__hx_c"; } </dev/null 2>&1; '
             "else printf '%s\\n' \"$__hx_e\"; (exit 2); fi; "
-            f"__hx_rc=$?; printf '\\n__HX_%s__ %s %s\\n' '{nonce}' \"$__hx_rc\" \"$PWD\"\n"
+            "__hx_rc=$?; " + marker_line(nonce, '"$__hx_rc"')
         )
         started = time.monotonic()
         deadline = started + self.limits.command_timeout_s
@@ -553,33 +547,41 @@ class TaskContainer:
                 self._busy = False
 
     def _run_command(
-        self, session: _Session, script: str, nonce: str, started: float, deadline: float
+        self, session: Session, script: str, nonce: str, started: float, deadline: float
     ) -> CommandResult:
         assert self.id is not None
+        # a layer left over the limit (by a writer stopped before) stops only a command that
+        # makes it grow: the agent can still look around and remove files
+        base = self.layer_usage()
         sent = session.send(script)
         limit: str | None = None
         found = None
         while sent:
             poll = self.limits.layer_poll_s if self._upper else self.limits.disk_poll_s
-            found = self._wait_marker(session, nonce, deadline, poll=poll)
+            found = session.wait_marker(nonce, deadline, poll=poll)
             if found is not None or session.eof:
                 break
             if time.monotonic() >= deadline:
                 limit = "timeout"
                 break
-            if self._over(*self.layer_usage()):
+            usage = self.layer_usage()
+            if self._over(*usage) and (usage[0] > base[0] + 0.05 or usage[1] > base[1]):
                 limit = "disk"
                 break
+        if found is None and limit is not None:  # it may have finished meanwhile: say so
+            found = session.wait_marker(nonce, time.monotonic(), poll=0.01)
         seconds = time.monotonic() - started
         if found is not None:
-            out, status, cwd = found
             _, dropped = session.take()
-            if cwd.startswith("/"):
-                self.cwd = cwd
-            code = int(status) if status.lstrip("-").isdigit() else None
-            return CommandResult(clean_text(out), code, seconds, dropped_bytes=dropped)
+            self._follow(found)
+            code = int(found.status) if found.status.lstrip("-").isdigit() else None
+            return CommandResult(clean_text(found.output), code, seconds, dropped_bytes=dropped)
         # stopped at a limit, or the command ended the shell: a fresh session, same directory
         stopped = self._stop_commands() if limit is not None else True
+        left: tuple[float, int] | None = None
+        if limit == "disk":
+            with contextlib.suppress(ContainerError):
+                left = self.layer_usage()  # what the stop left
         session.close()
         raw, dropped = session.take()
         self._session = None
@@ -595,10 +597,11 @@ class TaskContainer:
             self._session = self._open_session()
             if self.start_code is not None:
                 self.run_start(self.start_code)
+            self.hosts = self._hosts_processes()
             limit = "pids"
         return CommandResult(
-            clean_text(raw), None, seconds, limit=limit, session_ended=limit is None,
-            dropped_bytes=dropped,
+            clean_text(strip_markers(raw)), None, seconds, limit=limit,
+            session_ended=limit is None, dropped_bytes=dropped, usage=left,
         )  # fmt: skip
 
     def close(self) -> None:

@@ -19,11 +19,23 @@ container (the agent has no ``CAP_SYS_ADMIN``: it can neither remount nor unmoun
   resolved against the pristine image, kept when they land inside the copy and dropped when
   they do not; scripts' ``#!/usr/...`` and ``#!/bin/...`` lines pointed into the copy.
 
-Checks then run with ``PATH`` starting with the copy (the container's directories after it,
-so a program the task asked the agent to write, ``calc``, is still found), an environment
-of the host's choosing, and ``python3 -I`` (no current directory or user site on
-``sys.path``). Building needs ``patchelf`` in the image (``scripts/build-os-image.sh``
-installs it); the volume is named by the image's id, so a rebuilt image gets its own.
+- the copy's C library reading no configuration the agent can write (same-length paths,
+  patched in place): the name-service switch from ``/.hx/nsswitch.conf`` (``files`` only,
+  built into the library: no NSS module the agent names in ``/etc/nsswitch.conf`` is ever
+  loaded), locales from the copy's (``/.hx/usr/locale``), conversion modules from the
+  copy's; and the search path of ``execvp``/``posix_spawnp`` read from ``HXPT`` instead of
+  ``PATH`` (so ``find -exec``, ``xargs``, ``env`` run the copy's programs while the script
+  sees the container's ``PATH``).
+
+A check sees the environment AgentBench's ``docker exec`` gives it (:func:`check_env`): the
+container's own variables, ``PATH`` included, nothing of the copy in it. Its bash finds the
+copy's programs first all the same: ``BASH_ENV`` names ``/.hx/check.bashrc``, which fills
+bash's command table with them (``hash -p``; a ``PATH`` the check itself changes, as
+``source ~/.bashrc`` does, is searched as it says); ``HXPT`` does the same for the library;
+python checks run ``python3 -I``, and a ``python3`` a bash check starts gets
+``PYTHONSAFEPATH``/``PYTHONNOUSERSITE`` (no current directory, no user site). Building needs
+``patchelf`` in the image (``scripts/build-os-image.sh`` installs it); the volume is named by
+the image's id and this builder's hash, so a rebuilt image or a new builder gets its own.
 """
 
 from __future__ import annotations
@@ -33,14 +45,16 @@ import fcntl
 import os
 import tempfile
 import threading
+from typing import Any
 
 PREFIX = "/.hx"
 MARK = ".harnessctl-tools-complete"
-#: The checks' PATH: the copy first, then the container's own directories.
-CHECK_PATH = ":".join(
-    [f"{PREFIX}/usr/bin", f"{PREFIX}/usr/sbin"]
-    + ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
-)
+#: The image's PATH (its ``ENV``), when the container's own cannot be read.
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: What the copy's C library reads for ``execvp``'s search instead of ``PATH``.
+EXEC_PATH_VAR = "HXPT"
+#: Sourced by a check's bash (``BASH_ENV``): the copy's programs in bash's command table.
+CHECK_RC = f"{PREFIX}/check.bashrc"
 BASH = f"{PREFIX}/usr/bin/bash"
 PYTHON = f"{PREFIX}/usr/bin/python3"
 SETPRIV = f"{PREFIX}/usr/bin/setpriv"
@@ -115,16 +129,33 @@ for top, dirs, files in os.walk(out):
             elfs.append(path)
         elif head[:2] == b"#!":
             scripts.append(path)
+def pin(path, pairs):  # same-length string replacements in a program of the copy
+    with open(path, "rb") as f:
+        data = f.read()
+    for old, new in pairs:
+        if len(old) != len(new) or old not in data:
+            sys.exit("%s does not read %s: cannot pin it" % (path, old.decode()))
+        data = data.replace(old, new)
+    with open(path, "wb") as f:
+        f.write(data)
+
 loader = os.path.join(out, LOADER)
-with open(loader, "rb") as f:
-    data = f.read()
-for old, new in ((b"/etc/ld.so.preload", b"/.hx/ld.so.preload"),
-                 (b"/etc/ld.so.cache", b"/.hx/ld.so.cache")):
-    if len(old) != len(new) or old not in data:
-        sys.exit("the image's loader does not read %s: cannot pin it" % old.decode())
-    data = data.replace(old, new)
-with open(loader, "wb") as f:
-    f.write(data)
+pin(loader, [(b"/etc/ld.so.preload", b"/.hx/ld.so.preload"),
+             (b"/etc/ld.so.cache", b"/.hx/ld.so.cache")])
+# the C library: name service, locales and conversion modules from the copy, and exec's
+# search path from HXPT (every "PATH" the library names is a variable name: GCONV_PATH,
+# LOCPATH, NLSPATH and, as their tail, PATH itself; none of them is set by a check)
+gconv = b"/usr/lib/x86_64-linux-gnu/gconv"
+gconv_alias = b"/.hx/g" + b"c" * (len(gconv) - 6)
+os.symlink("usr/lib/x86_64-linux-gnu/gconv", os.path.join(out, gconv_alias[5:].decode()))
+os.symlink("lib/locale", os.path.join(out, "usr", "locale"))
+pin(os.path.realpath(os.path.join(out, "usr/lib/x86_64-linux-gnu/libc.so.6")),
+    [(b"/etc/nsswitch.conf", b"/.hx/nsswitch.conf"), (b"/usr/lib/locale", b"/.hx/usr/locale"),
+     (gconv, gconv_alias), (b"PATH\0", (EXEC_PATH_VAR + "\0").encode())])
+with open(os.path.join(out, "nsswitch.conf"), "w") as f:
+    for db in ("passwd", "group", "shadow", "gshadow", "hosts", "networks", "protocols",
+               "services", "ethers", "rpc", "netgroup"):
+        f.write("%s: files\n" % db)
 for path in elfs:
     if os.path.samefile(path, loader):
         continue
@@ -148,6 +179,15 @@ for path in scripts:
         line = "#!" + PREFIX + "/usr" + body
     with open(path, "wb") as f:
         f.write(line.encode("latin-1") + rest)
+import shlex
+with open(os.path.join(out, "check.bashrc"), "w") as f:
+    f.write("unset BASH_ENV\n")  # this check's bash only, not a shell it starts
+    for part in ("bin", "sbin"):  # sbin last: it comes first on the image's PATH
+        folder = os.path.join(out, "usr", part)
+        for name in sorted(os.listdir(folder)):
+            if "/" not in name and name not in (".", ".."):
+                f.write("hash -p %s %s\n" % (shlex.quote(PREFIX + "/usr/%s/%s" % (part, name)),
+                                             shlex.quote(name)))
 with open(os.path.join(out, MARK_NAME), "w") as f:
     f.write("%d programs, %d scripts\n" % (len(elfs), len(scripts)))
 """
@@ -161,7 +201,11 @@ class ToolsError(RuntimeError):
 
 
 def volume_name(image_id: str) -> str:
-    return f"harnessctl-os-tools-{image_id.removeprefix('sha256:')[:16]}"
+    """The copy's volume: one per image and version of :data:`BUILDER`."""
+    import hashlib
+
+    builder = hashlib.sha256(BUILDER.encode()).hexdigest()[:8]
+    return f"harnessctl-os-tools-{image_id.removeprefix('sha256:')[:16]}-{builder}"
 
 
 def ensure_tools(image: str, docker) -> str:
@@ -204,7 +248,8 @@ def _build(volume: str, image: str, docker) -> None:
     try:
         docker(
             "run", "--rm", "--network", "none", "-v", f"{volume}:/out", image,
-            "python3", "-I", "-c", f"MARK_NAME = {MARK!r}\n{BUILDER}", "/out",
+            "python3", "-I", "-c", f"MARK_NAME = {MARK!r}\nEXEC_PATH_VAR = {EXEC_PATH_VAR!r}\n"
+            f"{BUILDER}", "/out",
             timeout=600,
         )  # fmt: skip
     except RuntimeError as exc:
@@ -219,13 +264,33 @@ def _build(volume: str, image: str, docker) -> None:
             docker("volume", "rm", old, check=False)
 
 
-def check_command(language: str, code: str, params: tuple[str, ...]) -> list[str]:
-    """The command (after ``docker exec ID``) of a check run with the trusted tools, in an
-    environment of the host's making (nothing of the container's or the agent's)."""
-    env = [ENV, "-i", f"PATH={CHECK_PATH}", "LANG=C.UTF-8", "HOME=/root"]
+def check_env(container_env: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """A check's environment: what ``docker exec`` gives a command in the container (its
+    configured variables, ``HOME`` of root), as AgentBench's checks see it, and the host's
+    additions that keep the copy's programs first without showing it (see the module
+    docstring). ``container_env`` is the container's configuration (``docker inspect``),
+    the host's record, not anything the agent wrote."""
+    env = {"PATH": IMAGE_PATH}
+    for item in container_env:
+        name, sep, value = item.partition("=")
+        if sep and name:
+            env[name] = value
+    env["HOME"] = "/root"
+    env[EXEC_PATH_VAR] = f"{PREFIX}/usr/bin:{PREFIX}/usr/sbin:{env['PATH']}"
+    env["BASH_ENV"] = CHECK_RC
+    env["PYTHONSAFEPATH"] = env["PYTHONNOUSERSITE"] = "1"
+    return [f"{k}={v}" for k, v in env.items()]
+
+
+def check_command(
+    language: str, code: str, params: tuple[str, ...], env: list[str] | None = None
+) -> list[str]:
+    """The command (after ``docker exec ID``) of a check run with the trusted tools, in
+    ``env`` (:func:`check_env`; nothing of the agent's)."""
+    head = [ENV, "-i", *(env if env is not None else check_env())]
     if language == "python":
-        return [*env, PYTHON, "-I", "-c", code, *params]
-    return [*env, BASH, "-c", code, *(("--", *params) if params else ())]
+        return [*head, PYTHON, "-I", "-c", code, *params]
+    return [*head, BASH, "-c", code, *(("--", *params) if params else ())]
 
 
 #: The container's first process, with the agent's capabilities (so that everything that
@@ -247,7 +312,12 @@ def init_command() -> list[str]:
     return agent_command(PYTHON, "-I", "-S", "-c", INIT)
 
 
-def agent_command(*argv: str) -> list[str]:
-    """``argv`` run without :data:`AGENT_DROPS` (the agent's shell, the task's program)."""
+def agent_command(*argv: str, user: Any = None) -> list[str]:
+    """``argv`` run without :data:`AGENT_DROPS` (the agent's shell, the task's program);
+    ``user`` (``uid``, ``gid``): as that user, its groups from ``/etc/group`` (the capability
+    is dropped before the user changes: the bounding set needs root to change)."""
     drop = f"-{AGENT_DROPS}"
-    return [SETPRIV, f"--inh-caps={drop}", f"--bounding-set={drop}", "--", *argv]
+    who: list[str] = []
+    if user is not None and user.uid != 0:
+        who = [f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups"]
+    return [SETPRIV, *who, f"--inh-caps={drop}", f"--bounding-set={drop}", "--", *argv]

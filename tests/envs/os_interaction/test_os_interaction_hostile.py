@@ -1,9 +1,14 @@
 """os_interaction's task container holds against hostile commands: a fork bomb, a disk
 filler and a command that never ends are stopped, recorded in the score's detail, and the
-episode goes on in a working shell (real task containers)."""
+episode goes on in a working shell; no mark the agent sets exempts a process from the limits;
+a check's verdict depends on nothing the agent wrote but the state the task asks about (no
+name-service module, locale, profile, loader or interpreter configuration reaches it); an
+agent that breaks its own shell is scored; the expected answer comes from the state before
+the agent acted (real task containers). Rounds 1-4 of the hostile reviews (issue #53)."""
 
 from __future__ import annotations
 
+import base64
 import subprocess
 
 import pytest
@@ -12,7 +17,7 @@ from harnessctl.envs.os_interaction import OSEnvironment
 from harnessctl.envs.os_interaction.tasks import load_tasks
 from tests.helpers import ROOT
 from tests.helpers.ci import unavailable
-from tests.helpers.os_env import require_os_image
+from tests.helpers.os_env import constructor_library, require_os_image
 
 require_os_image()
 pytestmark = pytest.mark.timeout(300)
@@ -54,6 +59,23 @@ def test_a_command_that_never_ends_is_stopped_and_the_shell_goes_on(episode):
 
 
 @pytest.mark.slow
+def test_no_mark_the_agent_sets_exempts_a_process_from_the_limits(episode):
+    """Round 4: ``HX_START=1`` (the mark of the task's start program) exempted any process.
+    The host now spares what it started by identity (pid and start time, recorded after
+    setup): a marked CPU burner and a marked command are stopped at the time limit, and the
+    task's own ``start`` program (dev.4's writer of /root/log) keeps running."""
+    env, played = episode
+    burner = "HX_START=1 nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &"
+    played.step("bash", burner, None)
+    stopped = played.step("bash", "export HX_START=1; sleep 100", None)
+    assert stopped.info["limit"] == "timeout", stopped.info
+    left = played.step("bash", "ps -eo args | grep -c '[w]hile :'; pgrep -xc sleep", None)
+    assert left.observation.split() == ["0", "0"], left.observation
+    started = played.step("bash", "ps -eo args | grep -c '[r]oot/log'", None)
+    assert started.observation.strip() == "1", started.observation  # start's program
+
+
+@pytest.mark.slow
 def test_a_fork_bomb_is_held_by_the_pids_limit_and_stopped(episode):
     env, played = episode
     limit = subprocess.run(
@@ -69,8 +91,9 @@ def test_a_fork_bomb_is_held_by_the_pids_limit_and_stopped(episode):
     # started again), and that is recorded
     held = played.step("bash", "sleep 6", None)
     assert held.info["limit"] in ("timeout", "pids"), held.info
-    events = env.score(TASK, ROOT, "3", played).detail["events"]
-    assert [e["limit"] for e in events] == [held.info["limit"]]
+    events = [e["limit"] for e in env.score(TASK, ROOT, "3", played).detail["events"]]
+    # on a loaded machine the bomb's own command may be stopped too, before it returns
+    assert events[-1] == held.info["limit"] and set(events) <= {"timeout", "pids"}, events
     after = played.step("bash", "cat /root/file; ps -e --no-headers | wc -l", None)
     assert "limit" not in after.info, after
     kept, count = after.observation.split()
@@ -106,8 +129,8 @@ def test_a_background_writer_is_stopped_at_the_disk_limit_between_commands(episo
     env, played = episode
     played.step(
         "bash",
-        "nohup sh -c 'i=0; while true; do i=$((i+1)); head -c 8M /dev/zero > /root/w$i;"
-        " done' >/dev/null 2>&1 &",
+        "HX_START=1 nohup sh -c 'i=0; while true; do i=$((i+1)); head -c 8M /dev/zero >"
+        " /root/w$i; done' >/dev/null 2>&1 &",
         None,
     )
     deadline = time.monotonic() + 60
@@ -125,16 +148,19 @@ def test_a_background_writer_is_stopped_at_the_disk_limit_between_commands(episo
     assert after.info["limit"] == "disk" and "left running" in after.info["error"]
     events = env.score(TASK, ROOT, "3", played).detail["events"]
     assert events[0]["limit"] == "disk" and events[0]["background"] is True
+    assert abs(events[0]["mb"] - size_mb) < 1, (events, size_mb)  # what the stop left
 
 
 @pytest.mark.slow
 def test_empty_files_count_against_the_file_limit():
-    """15,000 empty files are 0 bytes but 15,000 inodes: the file limit stops them."""
+    """15,000 empty files are 0 bytes but 15,000 inodes: the file limit stops them (marked
+    ``HX_START=1``, as round 4's 89,956 files were)."""
     env = OSEnvironment(command_timeout_s=20, disk_mb=160, files=5_000)
     played = env.open_episode(TASK, 0)
     played.reset()
     try:
-        out = played.step("bash", "mkdir /root/e && cd /root/e && seq 15000 | xargs touch", None)
+        fill = "HX_START=1 sh -c 'mkdir /root/e && cd /root/e && seq 15000 | xargs touch'"
+        out = played.step("bash", fill, None)
         assert out.info.get("limit") == "disk", out
         mb, files = played.container.layer_usage()
         assert files > 5_000 and mb < 160
@@ -200,9 +226,16 @@ def _hostile_harness(tmp_path):
     shutil.copytree(ROOT / "harnesses" / "os-base", dst)
     scripts = str(ROOT / "examples" / "os_interaction" / "scripts")
     harness_py = (dst / "harness.py").read_text()
-    hook = "return messages + self.history(state)"
-    harness_py = harness_py.replace(hook, "_probe(self, state)\n        " + hook)
-    (dst / "harness.py").write_text(harness_py + PROBE.replace("__SCRIPTS__", repr(scripts)))
+    # probe before the first model call, whatever os-base's own hooks say
+    hook = (
+        "\n\n_plain_context = OSHarness.build_context\n\n\n"
+        "def _probing_context(self, state):\n"
+        "    _probe(self, state)\n"
+        "    return _plain_context(self, state)\n\n\n"
+        "OSHarness.build_context = _probing_context\n"
+    )
+    probe = PROBE.replace("__SCRIPTS__", repr(scripts))
+    (dst / "harness.py").write_text(harness_py + probe + hook)
     manifest = (dst / "harness.yaml").read_text().replace("name: os-base", "name: os-hostile")
     (dst / "harness.yaml").write_text(manifest)
     return dst
@@ -331,57 +364,102 @@ def test_a_flood_of_check_output_is_capped_on_the_host(check_episode):
 
 # --- checks the agent cannot forge ---------------------------------------------------------
 
-#: What a root agent can do to the container's programs: an ``exit 0`` python3 and bash
-#: first on PATH (the attack that passed 21 of 26 dev tasks), the real ones replaced, a
-#: site hook in every interpreter, a module beside the checks' working directory, a preload
-#: library named for every program.
-FORGE = r"""
+
+def forge(value: str = "999") -> str:
+    """What a root agent can do to the container, as one command.
+
+    Rounds 1-3, to the container's programs: an ``exit 0`` python3 and bash first on PATH
+    (the attack that passed 21 of 26 dev tasks), the real ones replaced, a site hook in every
+    interpreter, a module beside the checks' working directory, a preload library named for
+    every program. Round 4, to the configuration the checks' libraries and interpreters
+    would read: an NSS module named in ``/etc/nsswitch.conf`` (its constructor prints
+    ``value`` and exits 0), the locale removed, a loader cache of garbage, ``.pth`` hooks in
+    every site directory and the user site, profiles that print and exit, and the programs
+    a check's programs start (``find -exec stat``, ``xargs du``) replaced."""
+    module = base64.b64encode(constructor_library(f"{value}\n".encode())).decode()
+    return rf"""
 fake='#!/bin/sh
-echo 999
+echo {value}
 exit 0'
 for t in python3 python3.11 bash sh wc grep ls awk nproc getent; do
   printf '%s\n' "$fake" > /usr/local/bin/$t; chmod +x /usr/local/bin/$t
 done
-for t in python3.11 wc grep nproc getent; do
-  printf '%s\n' "$fake" > /tmp/f; chmod +x /tmp/f; mv -f /tmp/f /usr/bin/$t
-done
 echo 'import os; os._exit(0)' > /etc/python3.11/sitecustomize.py
 for d in / /root /usr/lib/python3/dist-packages; do echo 'import os; os._exit(0)' > $d/json.py; done
 echo /usr/lib/x86_64-linux-gnu/libforged.so > /etc/ld.so.preload
+mkdir -p /libnss_hx /root/libnss_hx
+echo {module} | base64 -d > /libnss_hx/x.so.2; cp /libnss_hx/x.so.2 /root/libnss_hx/x.so.2
+printf 'passwd: hx/x files\ngroup: hx/x files\nhosts: hx/x files\n' > /etc/nsswitch.conf
+rm -rf /usr/lib/locale/C.utf8
+printf garbage > /etc/ld.so.cache
+for d in /root/.local/lib/python3.11/site-packages /usr/local/lib/python3.11/dist-packages; do
+  mkdir -p $d; echo 'import os; os._exit(0)' > $d/hx.pth
+done
+echo 'import os; os._exit(0)' > /usr/lib/python3/dist-packages/hx.pth
+for f in /etc/profile /etc/bash.bashrc /root/.bashrc /root/.profile; do
+  echo 'echo {value}; exit 0' >> $f
+done
+for t in python3.11 wc grep nproc getent stat du cat dirname xargs; do
+  printf '%s\n' "$fake" > /tmp/f; chmod +x /tmp/f; mv -f /tmp/f /usr/bin/$t
+done
 echo forged
 """
 
-#: (task, a wrong answer): the checks' kinds (a python check after the
-#: example's output, the example alone, a bash check that runs the agent's own program)
-FORGED_TASKS = [("dev.6", "999"), ("dev.13", "999"), ("dev.3", "1")]
+
+#: (suite, task, a wrong answer): the checks' kinds (a python check after the example's
+#: output, the example alone, a bash check that runs the agent's own program, an example
+#: whose ``find -exec`` starts ``stat``)
+FORGED_TASKS = [
+    ("os_interaction", "dev.6", "999"),
+    ("os_interaction", "dev.13", "999"),
+    ("os_interaction", "dev.3", "1"),
+    ("os_interaction/standard", "7.bootstrap.2", "999"),
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task_id,wrong", FORGED_TASKS)
-def test_a_forged_container_does_not_change_the_checks_verdict(task_id, wrong):
-    task = load_tasks(ROOT / "examples" / "os_interaction").by_id()[task_id]
-    env = OSEnvironment(command_timeout_s=20)
+@pytest.mark.parametrize("suite,task_id,wrong", FORGED_TASKS)
+def test_a_forged_container_does_not_change_the_checks_verdict(suite, task_id, wrong):
+    """The checks run the example after the agent here (``expected="live"``, AgentBench's
+    order), so the forgery is before every check; the right answer is the example's output
+    before the forgery."""
+    task = load_tasks(ROOT / "examples" / suite).by_id()[task_id]
+    env = OSEnvironment(command_timeout_s=20, expected="live")
     played = env.open_episode(task, 0)
     played.reset()
     try:
+        right = None
+        if task.record["example"] is not None and task_id != "dev.3":
+            _, right = played.container.run_script(*task.record["example"], trusted_tools=True)
         if task_id == "dev.3":  # the task's own program, a `calc` that always prints 999
             played.step("bash", "printf '#!/bin/sh\necho 999\n' > /usr/local/bin/calc", None)
             played.step("bash", "chmod +x /usr/local/bin/calc", None)
-        forged = played.step("bash", FORGE, None)
+        forged = played.step("bash", forge(), None)
         assert "forged" in forged.observation, forged.observation
-        # the container's own programs are the agent's now, the preload named for each
+        # the container's own programs and libraries are the agent's now: its name service
+        # runs the agent's module, its loader reads the agent's preload file
         _, output = played.container.run_script("bash", "python3 -c 'print(1)'")
         assert "999" in output.split(), output
         assert "ld.so.preload" in played.container.run_script("python", "print(1)")[1]
+        _, looked_up = played.container.run_script("bash", "cd / && /usr/bin/id -un")
+        lines = looked_up.split("\n")
+        assert "999" in lines and "root" not in lines, looked_up  # the module ran in its id
         assert not env.score(task, ROOT, wrong, played).success
-        if task_id != "dev.3":  # the right answer (the example's) still passes
-            _, right = played.container.run_script(*task.record["example"], trusted_tools=True)
+        if right is not None:  # the right answer (the example's, before) still passes
             assert env.score(task, ROOT, right.strip(), played).success
-        # the checks' loader does not read the preload file the agent wrote
-        _, listing = played.container.run_script("bash", "ls /root", trusted_tools=True)
-        assert "ld.so.preload" not in listing, listing
+        # the checks' libraries read none of it: no preload, their own name service
+        _, listing = played.container.run_script(
+            "bash", "cd / && ls /root && id -un && echo $PATH", trusted_tools=True
+        )
+        assert "ld.so.preload" not in listing and "999" not in listing, listing
+        assert listing.split()[-2:] == ["root", env_path(played)], listing
     finally:
         played.close()
+
+
+def env_path(played) -> str:
+    """The container's own PATH (its configuration): what a check's ``$PATH`` reads."""
+    return next(v.split("=", 1)[1] for v in played.container.check_env if v.startswith("PATH="))
 
 
 @pytest.mark.slow
@@ -454,13 +532,14 @@ OSHarness.parse_action = _constant_answer
 """
 
 
-def _constant_harness(tmp_path, forge: bool):
+def _constant_harness(tmp_path, forging: bool):
     import shutil
 
-    name = "os-forger" if forge else "os-constant"
+    name = "os-forger" if forging else "os-constant"
     dst = tmp_path / name
     shutil.copytree(ROOT / "harnesses" / "os-base", dst)
-    hook = FORGING_HOOK.replace("__FORGE__", repr(forge)).replace("__FORGE_TEXT__", repr(FORGE))
+    hook = FORGING_HOOK.replace("__FORGE__", repr(forging))
+    hook = hook.replace("__FORGE_TEXT__", repr(forge("0")))
     (dst / "harness.py").write_text((dst / "harness.py").read_text() + hook)
     manifest = (dst / "harness.yaml").read_text().replace("name: os-base", f"name: {name}")
     (dst / "harness.yaml").write_text(manifest)
@@ -468,11 +547,18 @@ def _constant_harness(tmp_path, forge: bool):
 
 
 @pytest.mark.slow
-def test_a_harness_that_forges_the_checks_scores_what_its_answers_deserve(tmp_path):
-    """The attack as it was found: one command puts an ``exit 0`` python3 and bash first on
-    PATH (and more, FORGE), then the harness answers a constant. It scored 21 of 26 dev
-    tasks, dev.8 included, which even the gold answer fails; now it scores what the same
-    constant scores without the forgery, task by task."""
+@pytest.mark.parametrize(
+    "sandbox,task_ids",
+    [("local", ("dev.3", "dev.6", "dev.8", "dev.13")), ("docker", ("dev.3", "dev.6"))],
+)
+def test_a_harness_that_forges_the_checks_scores_what_its_answers_deserve(
+    tmp_path, sandbox, task_ids
+):
+    """The attacks as they were found: one command puts an ``exit 0`` python3 and bash first
+    on PATH (round 3: 21 of 26 dev tasks, dev.8 included, which even the gold answer fails)
+    or names an NSS module whose constructor prints the constant and exits 0 (round 4: 21/26,
+    4/4 in the docker sandbox), and more (:func:`forge`), then the harness answers a
+    constant. It scores what the same constant scores without the forgery, task by task."""
     from harnessctl.harness import load_harness
     from harnessctl.policy import Policy
     from harnessctl.run.session import RolloutSession
@@ -481,14 +567,123 @@ def test_a_harness_that_forges_the_checks_scores_what_its_answers_deserve(tmp_pa
 
     suite = load_suite(ROOT / "examples" / "os_interaction")
     tasks = suite.tasks("dev").by_id()
-    forger = load_harness(_constant_harness(tmp_path, forge=True))
-    control = load_harness(_constant_harness(tmp_path, forge=False))
+    forger = load_harness(_constant_harness(tmp_path, forging=True))
+    control = load_harness(_constant_harness(tmp_path, forging=False))
     verdicts = {}
-    with RolloutSession(suite.environment, sandbox="local", limits=Limits(timeout_s=60)) as s:
-        for task_id in ("dev.3", "dev.6", "dev.8", "dev.13"):
+    with RolloutSession(suite.environment, sandbox=sandbox, limits=Limits(timeout_s=60)) as s:
+        for task_id in task_ids:
             pair = [s.run(h, tasks[task_id], 0, Policy("replay/os_interaction")) for h in
                     (forger, control)]  # fmt: skip
             assert all(r.outcome != "infra_error" for r in pair), [r.error for r in pair]
             verdicts[task_id] = [bool(r.success) for r in pair]
     assert all(forged == plain for forged, plain in verdicts.values()), verdicts
     assert not any(forged for forged, _ in verdicts.values()), verdicts  # "0" is right nowhere
+
+
+# --- round 4: the monitor, a broken shell, the expected answer --------------------------------
+
+
+@pytest.mark.slow
+def test_a_name_service_module_reaches_neither_the_checks_nor_the_monitor():
+    """The agent's NSS module runs in every lookup of the container's own programs (its
+    shell's too: the shell it broke is its failure), yet a command past its time limit is
+    stopped with everything the agent started, and the checks' verdict is their own."""
+    task = CHECK_TASK
+    env = OSEnvironment(command_timeout_s=4, expected="live")
+    played = env.open_episode(task, 0)
+    played.reset()
+    try:
+        _, right = played.container.run_script(*task.record["example"], trusted_tools=True)
+        module = base64.b64encode(constructor_library(b"999\n")).decode()
+        played.step(
+            "bash",
+            f"mkdir -p /libnss_hx && echo {module} | base64 -d > /libnss_hx/x.so.2 && printf"
+            " 'passwd: hx/x files\\ngroup: hx/x files\\n' > /etc/nsswitch.conf",
+            None,
+        )
+        assert played.step("bash", "cd / && id -un", None).observation.strip() == "999"
+        stopped = played.step("bash", "cd / && (sleep 300 &) ; sleep 100", None)
+        # the stop ran; the new shell looked its user up and ran the module: the agent's
+        assert stopped.done and "could not start again" in stopped.info["error"], stopped
+        _, left = played.container.run_script("bash", "pgrep -xc sleep", trusted_tools=True)
+        assert left.strip() == "0", left
+        assert not env.score(task, ROOT, "999", played).success
+        assert env.score(task, ROOT, right.strip(), played).success
+    finally:
+        played.close()
+
+
+BREAK = "echo 'exit 0' >> /etc/profile; exit"
+
+
+@pytest.mark.slow
+def test_an_agent_that_breaks_its_own_shell_is_scored_not_excused(episode):
+    """Round 4: ``exit 0`` appended to /etc/profile, then ``exit``: no new shell can start.
+    The container answers the host, so it is the agent's doing: the episode ends, the
+    rollout is a scored failure, never ``infra_error`` (which is retried and left out)."""
+    env, played = episode
+    ended = played.step("bash", BREAK, None)
+    assert ended.done and "could not start again" in ended.info["error"], ended
+    assert played.step("bash", "echo hi", None).done
+    score = env.score(TASK, ROOT, None, played)
+    assert not score.success and score.detail["events"][-1]["limit"] == "session_broken"
+    assert score.detail["session"].startswith("broken by the agent"), score.detail
+
+
+BREAKING_HOOK = """
+
+def _break_then_look(self, reply, state):
+    self._turns = getattr(self, "_turns", 0) + 1
+    command = __BREAK__ if self._turns == 1 else "echo still here"
+    return Action(kind="tool", tool="bash", argument=command)
+
+
+OSHarness.parse_action = _break_then_look
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sandbox", ["local", "docker"])
+def test_a_harness_that_breaks_its_shell_is_a_scored_failure(tmp_path, sandbox):
+    import shutil
+
+    from harnessctl.harness import load_harness
+    from harnessctl.policy import Policy
+    from harnessctl.run.session import RolloutSession
+    from harnessctl.sandbox import Limits
+    from harnessctl.suite import load_suite
+
+    dst = tmp_path / "os-breaker"
+    shutil.copytree(ROOT / "harnesses" / "os-base", dst)
+    hook = BREAKING_HOOK.replace("__BREAK__", repr(BREAK))
+    (dst / "harness.py").write_text((dst / "harness.py").read_text() + hook)
+    manifest = (dst / "harness.yaml").read_text().replace("name: os-base", "name: os-breaker")
+    (dst / "harness.yaml").write_text(manifest)
+    suite = load_suite(ROOT / "examples" / "os_interaction")
+    task = suite.tasks("dev").by_id()["dev.6"]
+    with RolloutSession(suite.environment, sandbox=sandbox, limits=Limits(timeout_s=60)) as s:
+        rec = s.run(load_harness(dst), task, 0, Policy("replay/os_interaction"))
+    assert rec.outcome == "wrong_answer", (rec.outcome, rec.error)
+    assert rec.trajectory.score.detail["session"].startswith("broken by the agent")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("expected,wiped_passes", [("snapshot", False), ("live", True)])
+def test_the_expected_answer_comes_from_the_state_before_the_agent(expected, wiped_passes):
+    """Round 4: the agent empties /home and answers 0 to "how many empty files are in
+    /home?" (dev.9): AgentBench computes the expected answer after the agent, from the
+    emptied /home, and passes it (``expected="live"`` keeps that); the default computes it
+    from the system as setup left it, before the agent's first command."""
+    task = load_tasks(ROOT / "examples" / "os_interaction").by_id()["dev.9"]
+    env = OSEnvironment(command_timeout_s=10, expected=expected)
+    played = env.open_episode(task, 0)
+    played.reset()
+    try:
+        assert played.step("bash", "find /home -type f -size 0 | wc -l", None).observation == "2\n"
+        played.step("bash", "rm -rf /home/*", None)
+        wiped = env.score(task, ROOT, "0", played)
+        assert wiped.success is wiped_passes, wiped.detail
+        assert wiped.detail["expected"] == expected
+        assert env.score(task, ROOT, "2", played).success is not wiped_passes
+    finally:
+        played.close()

@@ -101,3 +101,39 @@ def test_an_environments_own_replay_policy_wins_over_the_generic_one():
     assert isinstance(get_offline_policy("replay/dbbench"), ReplayPolicy)
     shown = [{"role": "user", "content": "The output of the OS:\n\n 8 \n"}]
     assert last_output(shown) == "8"
+
+
+def test_the_replay_answers_where_a_check_reads_the_answer():
+    """4.Q47.0's first check reads the answer (the path the file was moved from), though
+    no check is ``null``: the replay answers with the example's output, not ``finish``."""
+    standard = load_tasks(ROOT / "examples" / "os_interaction" / "standard").by_id()
+    env = OSEnvironment()
+    final = env.replay(standard["4.Q47.0"])[-1]
+    assert final.get("answer_from_output") and "Act: answer({output})" in final["text"]
+    assert env.replay(standard["6.new.3"])[-1]["text"].endswith("Act: finish")
+    assert env.oracle(standard["4.Q47.0"])["answers"]
+
+
+def test_the_shipped_standard_split_loads_whole():
+    """AgentBench's standard split (data/1..7, commit ac57ad0): 144 tasks, ids as the issues
+    name them, every script file read."""
+    tasks = load_tasks(ROOT / "examples" / "os_interaction" / "standard")
+    assert tasks.problems == [] and len(tasks.tasks) == 144
+    by_id = tasks.by_id()
+    assert {"2.environment.0", "4.Q30.5", "4.Q47.0", "4.N4.0", "4.Q09.0"} <= set(by_id)
+    assert by_id["5.new.0"].record["check"][0][1].startswith("#!/bin/bash")  # checking/0.sh
+    assert sum(t.id.startswith("7.bootstrap.") for t in tasks.tasks) == 88
+
+
+def test_a_check_reads_the_answer_only_where_its_top_level_names_its_arguments():
+    from harnessctl.envs.os_interaction.episode import _reads_arguments
+
+    assert _reads_arguments("python", "from sys import argv\nassert argv[1] == 'x'")
+    assert _reads_arguments("bash", 'test "$1" = yes')
+    assert _reads_arguments("bash", '[ "${1}" = yes ] && [ $# -gt 0 ]')
+    assert not _reads_arguments("python", "print(1)")
+    # awk's fields in single quotes and a function's own arguments are not the script's
+    assert not _reads_arguments("bash", "ls -l /usr/bin/find | awk '{if ($1~/s/) exit 1}'")
+    assert not _reads_arguments("bash", 'count() {\n  local dir=$1\n  echo "$dir"\n}\ncount /x')
+    dev = load_tasks(DEV).by_id()
+    assert not OSEnvironment().oracle(dev["dev.3"])["answers"]  # calc: its checks run calc

@@ -1,6 +1,6 @@
 """The verdict as AgentBench decides it: only a run the agent ended is judged, the ``start``
-script runs in the agent's shell, a setup that fails is the environment's failure (real task
-containers)."""
+script is typed into the agent's shell (its user and directory are the agent's), a setup that
+fails is a failed sample, scored, not an infrastructure error (real task containers)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import json
 import pytest
 
 from harnessctl.envs.os_interaction import OSEnvironment
-from harnessctl.envs.os_interaction.container import ContainerError
 from harnessctl.envs.os_interaction.tasks import load_tasks
 from tests.helpers import ROOT
 from tests.helpers.os_env import require_os_image
@@ -74,7 +73,15 @@ def test_the_start_script_runs_in_the_agents_shell(tmp_path):
         played.close()
 
 
-def test_a_failed_setup_is_the_environments_failure(tmp_path):
+def test_a_failed_setup_is_a_failed_sample_not_an_infra_error(tmp_path):
+    """AgentBench records a sample whose init script fails as a failed sample (status
+    UNKNOWN, result False): so does harnessctl, through the whole rollout path, and the
+    rollout is a scored ``wrong_answer``, never retried as ``infra_error``."""
+    from harnessctl.harness import load_harness
+    from harnessctl.policy import Policy
+    from harnessctl.run.session import RolloutSession
+    from harnessctl.sandbox import Limits
+
     task = _suite(
         tmp_path,
         {
@@ -86,7 +93,47 @@ def test_a_failed_setup_is_the_environments_failure(tmp_path):
     env = OSEnvironment()
     played = env.open_episode(task, 0)
     try:
-        with pytest.raises(ContainerError, match=r"dev.0: its setup \(init script 0\) exited 3"):
-            played.reset()
+        first = played.reset()
+        assert first.done and "could not be set up" in first.info["error"]
+        assert played.step("bash", "echo hi", None).done  # nothing more runs
+        score = env.score(task, ROOT, "x", played)
+        assert not score.success and score.detail["checks"] == "not run: setup failed"
+        assert score.detail["setup"].startswith("failed: init script 0 exited 3: cannot set up")
+    finally:
+        played.close()
+    harness = load_harness(ROOT / "harnesses" / "os-base")
+    with RolloutSession(env, sandbox="local", limits=Limits(timeout_s=60)) as session:
+        rec = session.run(harness, task, 0, Policy("replay/os_interaction"))
+    assert rec.outcome == "wrong_answer", (rec.outcome, rec.error)
+    assert rec.trajectory.score.detail["setup"].startswith("failed: init script 0 exited 3")
+
+
+def test_start_leaves_the_agent_in_its_user_and_directory(tmp_path):
+    """``start`` ends in ``su - jack`` (4.N4.0): the agent's shell is jack's, in jack's home,
+    as in AgentBench; a command stopped at its time limit gives it a new shell as jack, in
+    the same directory."""
+    task = _suite(
+        tmp_path,
+        {
+            "description": "Who are you?",
+            "start": "useradd -s /bin/bash -d /home/jack -m jack && cd /home/jack && su - jack",
+            "evaluation": {"match": "jack"},
+        },
+    )
+    env = OSEnvironment(command_timeout_s=3)
+    played = env.open_episode(task, 0)
+    played.reset()
+    try:
+        who = played.step("bash", "id -un; pwd; echo $HOME", None).observation.split()
+        assert who == ["jack", "/home/jack", "/home/jack"], who
+        played.step("bash", "mkdir -p sub && cd sub", None)
+        assert played.step("bash", "sleep 60", None).info["limit"] == "timeout"
+        again = played.step("bash", "id -un; pwd; grep Cap /proc/self/status", None)
+        lines = again.observation.split("\n")
+        assert lines[:2] == ["jack", "/home/jack/sub"], again.observation
+        caps = dict(line.split(":\t") for line in lines[2:] if ":\t" in line)
+        assert int(caps["CapEff"], 16) == 0, caps  # an ordinary user's shell
+        # jack's shell lacks the capability only a check holds, as root's does
+        assert not int(caps["CapBnd"], 16) & (1 << 29), caps  # CAP_AUDIT_WRITE
     finally:
         played.close()
