@@ -20,6 +20,7 @@ import pytest
 from harnessctl.scaffold import TEMPLATE, new_env
 from harnessctl.workspace import init_workspace
 from tests.helpers import ROOT
+from tests.helpers.ci import unavailable
 from tests.helpers.cli import cli, cli_json
 from tests.helpers.workspaces import isolate
 
@@ -123,13 +124,23 @@ def test_the_plain_output_names_the_directory_and_the_next_commands(tmp_path):
 def test_the_package_is_lint_clean_whatever_the_name_length(tmp_path, name):
     """ruff with the project's own rules and format, at the shortest and the longest name."""
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
-    if ruff is None:  # the test extra installs it (tests/test_lint.py fails without it)
-        pytest.skip("ruff is not installed")
+    if ruff is None:  # the test extra installs it; CI must run this check
+        unavailable("the scaffold's lint check", "ruff is not installed (pip install -e '.[test]')")
     made = new_env(name, tmp_path / "pkg")
     rules = ["--select", "E,F,W,I,B,UP,SIM", "--line-length", "100", "--no-cache"]
     for command in (["check", *rules], ["format", "--check", "--no-cache"]):
         run = subprocess.run([ruff, *command, "."], cwd=made.root, capture_output=True, text=True)
         assert run.returncode == 0, run.stdout[-3000:]
+
+
+def test_every_template_ships_as_package_data():
+    """An installed (not editable) harnessctl holds the templates: pyproject's globs cover them."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    globs = config["tool"]["setuptools"]["package-data"]["harnessctl"]
+    shipped = {p for pattern in globs for p in (ROOT / "harnessctl").glob(pattern)}
+    assert set(TEMPLATE.rglob("*.tmpl")) <= shipped
 
 
 def test_new_env_is_pure_data(tmp_path):
