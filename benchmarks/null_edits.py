@@ -3,9 +3,10 @@
 
 `harnessctl evolve --editor null` proposes, for every direction and round, an edit that
 changes no behaviour (a comment, an unused name, trailing spaces on a prompt line). Each is
-judged exactly as evolve judges any edit (same-batch paired re-run, sign test, the same
-batch and control sizes, alpha, min-net and retries: evolve's defaults unless given), so an
-accepted null edit is a false acceptance. Runs on every environment with an offline policy.
+judged exactly as evolve judges any edit (the gate on fresh seeds, then the split guard, with
+the same batch and control sizes, alpha, min-net and retries: evolve's defaults unless given;
+`--no-guard` and `--gate same-batch` are passed through), so an accepted null edit is a false
+acceptance. Runs on every environment with an offline policy.
 
 The offline simulated policies are deterministic per (task, seed) and draw alike under any
 harness: a null edit could never change an outcome and the test would be vacuous. So every
@@ -77,6 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=2, help="evolve's --rounds")
     parser.add_argument("--gate", default="sequential", help="evolve's --gate")
     parser.add_argument("--max-looks", type=int, default=30, help="evolve's --max-looks")
+    parser.add_argument("--no-guard", action="store_true", help="evolve's --no-guard")
     parser.add_argument(
         "--confirm-seeds", type=int, default=0, help="evolve's --confirm-seeds (0: none)"
     )
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> dict:
     per_env = math.ceil(args.edits / len(chosen))
     extra = ["--alpha", str(args.alpha), "--workers", str(args.workers)]
     extra += ["--rounds", str(args.rounds), "--gate", args.gate]
-    extra += ["--max-looks", str(args.max_looks)]
+    extra += ["--max-looks", str(args.max_looks), *(["--no-guard"] if args.no_guard else [])]
     if args.confirm_seeds:
         extra += ["--confirm-seeds", str(args.confirm_seeds)]
     ws = Path(tempfile.mkdtemp(prefix="hxbench-null-")) / "ws"

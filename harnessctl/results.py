@@ -41,6 +41,8 @@ class ExportPoolResult(Result):
     harnesses: list[str]
     profile_splits: dict[str, str] = Field(default_factory=dict)
     """Harness name -> the split of the profile frozen for it."""
+    left_out: dict[str, str] = Field(default_factory=dict)
+    """Siblings left out, each with the reason (claimed rescues that do not reproduce)."""
 
 
 class VerifyResult(Result):

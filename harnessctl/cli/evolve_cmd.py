@@ -83,6 +83,46 @@ ErrorControlOption = Annotated[
 MaxLooksOption = Annotated[
     int, typer.Option(min=1, help="Sequential gate: the most fresh seeds one judgement runs.")
 ]
+DesignOption = Annotated[
+    str,
+    typer.Option(
+        callback=one_of("auto", "sequential", "fixed"),
+        help="Sequential gate's test: 'auto' (default) runs the fixed-sample sign test when a "
+        "judgement may spend fewer than 180 pairs (it finds a repair for fewer rollouts there) "
+        "and the anytime-valid e-value test otherwise; 'sequential' or 'fixed' force one.",
+    ),
+]
+GuardOption = Annotated[
+    bool,
+    typer.Option(
+        "--guard/--no-guard",
+        help="Commit an edit only if the split guard also finds the child better on the whole "
+        "split (parent and child on every task at the gate's fresh seeds; sequential gate).",
+    ),
+]
+GuardAlphaOption = Annotated[
+    float | None,
+    typer.Option(
+        callback=lambda value: None if value is None else unit_open(value),
+        help="The split guard's own error budget over the run (default: --alpha).",
+    ),
+]
+ScopeOption = Annotated[
+    str,
+    typer.Option(
+        "--error-control-scope",
+        callback=one_of("run", "workspace"),
+        help="'run' (default): the error control covers this run's judgements; 'workspace': "
+        "every evolve run of the workspace on this base and split together.",
+    ),
+]
+WeakGateOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-weak-gate",
+        help="Run even when the budget detects no gain with power 0.8 (otherwise refused).",
+    ),
+]
 AlphaOption = Annotated[
     float,
     typer.Option(
@@ -123,6 +163,11 @@ def evolve_command(
     gate: GateOption = "sequential",
     error_control: ErrorControlOption = "fdr",
     max_looks: MaxLooksOption = 30,
+    design: DesignOption = "auto",
+    guard: GuardOption = True,
+    guard_alpha: GuardAlphaOption = None,
+    error_control_scope: ScopeOption = "run",
+    allow_weak_gate: WeakGateOption = False,
     alpha: AlphaOption = 0.1,
     min_net: MinNetOption = 1,
     confirm_seeds: ConfirmOption = 0,
@@ -142,7 +187,8 @@ def evolve_command(
 ) -> None:
     """Grow sibling harnesses from BASE along repair directions: each round an editor's patch
     is validated, judged against its parent on fresh seeds by an anytime-valid sequential test
-    (--gate) at the run's --alpha (--error-control), and committed as harnesses/<base>.<dir>.rN."""
+    (--gate) at the run's --alpha (--error-control), checked on the whole split (--guard), and
+    committed as harnesses/<base>.<dir>.rN. Says first what its budget can detect."""
     from ..evolve.engine import Engine
     from ..sandbox import Limits
     from ..workspace import load_workspace
@@ -161,7 +207,9 @@ def evolve_command(
     judge: dict = dict(rounds=rounds, batch_size=batch, control_size=control, alpha=alpha)
     judge |= dict(min_net=min_net, confirm_seeds=confirm_seeds, error_control=error_control)
     stops: dict = dict(editor_retries=editor_retries, max_edits=max_edits, gate=gate)
-    stops |= dict(max_editor_cost=max_editor_cost, max_looks=max_looks)
+    stops |= dict(max_editor_cost=max_editor_cost, max_looks=max_looks, design=design)
+    stops |= dict(guard=guard, guard_alpha=guard_alpha, error_scope=error_control_scope)
+    stops |= dict(allow_weak_gate=allow_weak_gate)
     request = evolve_request(ws, evaluation, directions, editor, editor_param, **judge, **stops)
     log = direction_log(enabled=True)  # stderr: --json keeps stdout pure
     with rollout_progress(err_console(), events=as_json) as progress:

@@ -6,7 +6,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
-from .render import console, err_console, escape, pct, print_result, reproduced, text
+from .profile_view import reproduce_cell
+from .render import console, err_console, escape, pct, print_result, text
 
 
 def direction_log(enabled: bool):
@@ -46,12 +47,22 @@ def render_evolve(console: Console, base, result, split: str) -> None:
             str(v.rescues),
             str(v.regressions),
             pct(v.success_rate),
-            reproduced(v.reproduction),
+            reproduce_cell(v.reproduction),
             f"${v.cost_usd:.4f}",
         )
     console.print(table)
     if result.error_control:
         console.print(f"error control: {escape(result.error_control)}", soft_wrap=True)
+    if result.guard:
+        console.print(f"split guard: {escape(result.guard)}", soft_wrap=True)
+    if result.budget:
+        from ..evolve.power import Budget
+
+        console.print(escape(Budget.model_validate(result.budget).text()), soft_wrap=True)
+    if result.history:
+        from ..evolve.history import History
+
+        console.print(escape(History.model_validate(result.history).text()), soft_wrap=True)
     largest = max((v.rescues for v in result.best.values()), default=0)
     console.print(
         f"union of pair rescues vs the base: {result.union_rescues} (task, seed) pairs "
@@ -63,7 +74,9 @@ def render_evolve(console: Console, base, result, split: str) -> None:
     console.print(
         "reproduce: the claimed rescues of each accepted edit re-tested where its parent "
         "fails afresh (fresh seeds, held-out tasks of the same categories); null: the parent "
-        "alone tried again on the same tasks, the rate a harness no better than it would show.",
+        "alone tried again on the same tasks, the rate a harness no better than it would show; "
+        "UNREPRODUCED: no better than that (export-pool leaves it out unless "
+        "--include-unreproduced).",
         soft_wrap=True,
     )
     accepted = sum(1 for e in result.edits if e.accepted)
@@ -78,7 +91,7 @@ def render_evolve(console: Console, base, result, split: str) -> None:
         parent = nodes.get(v.parent, tree)
         label = (
             f"{escape(v.name)} [dim]({escape(v.direction)}, edit {escape(v.edit_id[:8])}, "
-            f"rescues reproduce {reproduced(v.reproduction)})[/]"
+            f"rescues reproduce {escape(reproduce_cell(v.reproduction))})[/]"
         )
         nodes[v.name] = parent.add(label)
     console.print(tree)

@@ -37,16 +37,25 @@ def export_pool_command(
     split: Annotated[str | None, typer.Option(help=SPLIT_HELP)] = None,
     policy: PolicyOption = None,
     param: ParamOption = None,
+    include_unreproduced: Annotated[
+        bool,
+        typer.Option(
+            "--include-unreproduced",
+            help="Keep siblings whose claimed rescues reproduce no better than their parent "
+            "tried again (left out by default; each is named).",
+        ),
+    ] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Freeze the base and its siblings into a verifiable pool: harness trees, profiles,
-    manifest (pool id, hashes, git commits, roles, router config) and SHA256SUMS, plus a
-    single-file archive. Refuses harnesses with uncommitted changes. Prints the split and
-    size of each profile it froze."""
-    from ..errors import ConfigError
-    from ..pool.export import check_committed, export_pool
-    from ..profiles.runner import load_profiles
+    manifest (pool id, hashes, git commits, roles, router config, each sibling's reproduction)
+    and SHA256SUMS, plus a single-file archive. Refuses harnesses with uncommitted changes.
+    Leaves out siblings whose rescues do not reproduce (named) unless --include-unreproduced.
+    Prints the split and size of each profile it froze."""
+    from ..errors import ConfigError, HarnessctlError
+    from ..pool.export import check_committed, export_pool, reproducible
+    from ..profiles.runner import edit_reproductions, load_profiles
     from ..workspace import load_workspace
 
     ws = load_workspace()
@@ -61,6 +70,14 @@ def export_pool_command(
             _one_environment(ws, harnesses)
         raise
     aux = [s for s in specs if s.hash != base_spec.hash]
+    reproductions = edit_reproductions(db, aux)
+    aux, left_out = reproducible(aux, reproductions, include=include_unreproduced)
+    if specs and not aux and left_out:
+        raise HarnessctlError(
+            "no sibling left for the pool: "
+            + "; ".join(f"{n}: {why}" for n, why in left_out.items())
+            + " (--include-unreproduced keeps them)"
+        )
     check_committed(ws.root, [base_spec, *aux])  # before profiles: name the real problem
     profiles = load_profiles(
         db, [base_spec, *aux], policy_id=pol.id, suite=loaded.name, split=split
@@ -74,8 +91,9 @@ def export_pool_command(
         repo_root=ws.root,
         policy_id=pol.id,
         suite=loaded.name,
+        reproductions=reproductions,
     )
-    render_exported(path, as_json=as_json, profiles=profiles)
+    render_exported(path, as_json=as_json, profiles=profiles, left_out=left_out)
 
 
 def _profiled(ws, db, harnesses: list[str] | None, policy_id: str, suite: str) -> list:
@@ -105,9 +123,12 @@ def _one_environment(ws, harnesses: list[str] | None) -> None:
         )
 
 
-def render_exported(path: Path, *, as_json: bool, profiles: dict | None = None) -> None:
+def render_exported(
+    path: Path, *, as_json: bool, profiles: dict | None = None, left_out: dict | None = None
+) -> None:
     """What ``export-pool`` prints about the pool it wrote at ``path``, with the split of
-    each profile it froze (``profiles``: name -> Profile)."""
+    each profile it froze (``profiles``: name -> Profile) and the siblings it left out
+    (``left_out``: name -> why)."""
     from .render import console, escape, pct
 
     manifest = json.loads((path / "pool.json").read_text())
@@ -125,6 +146,7 @@ def render_exported(path: Path, *, as_json: bool, profiles: dict | None = None) 
                 archive=archive,
                 harnesses=names,
                 profile_splits={n: p.split for n, p in profiles.items()},
+                left_out=left_out or {},
             )
         )
         return
@@ -138,6 +160,11 @@ def render_exported(path: Path, *, as_json: bool, profiles: dict | None = None) 
             f"  froze {escape(name)}: {p.kind} profile on {escape(p.suite.name)}/"
             f"{escape(p.split)}, {p.tasks} tasks x {len(p.seeds)} seeds, "
             f"success {pct(p.success.rate)}"
+        )
+    for name, why in (left_out or {}).items():
+        out.print(
+            f"  left out {escape(name)}: {escape(why)} (--include-unreproduced keeps it)",
+            soft_wrap=True,
         )
 
 

@@ -63,14 +63,33 @@ def render_pool(console: Console, pool, policy_id: str) -> None:
             pct(p.success.rate),
             f"{pct(lo)}-{pct(hi)}",
             "-" if name == pool.base else f"{p.rescue.count}/{p.rescue.opportunities}",
-            reproduced(p.harness.reproduction),
+            reproduce_cell(p.harness.reproduction),
             f"{p.tokens.mean:.0f}",
             text(p.card.summary if p.card else ""),
         )
     console.print(table)
+    if any(_unreproduced(p.harness.reproduction) for p in pool.profiles.values()):
+        console.print(
+            "UNREPRODUCED: its claimed rescues reproduce no better than its parent tried again "
+            "(null); export-pool leaves it out unless --include-unreproduced.",
+            soft_wrap=True,
+        )
     render_matrix(console, pool.matrix)
     for path in pool.paths:
         console.print(text(f"wrote {path}"))
+
+
+def _unreproduced(summary: dict | None) -> bool:
+    from ..evolve.reproduce import verdict_of
+
+    return verdict_of(summary) == "unreproduced"
+
+
+def reproduce_cell(summary: dict | None) -> str:
+    """A reproduction summary in a table cell, ``UNREPRODUCED`` after it where its rescues
+    reproduce no better than the null baseline (:func:`..evolve.reproduce.verdict_of`)."""
+    said = reproduced(summary)
+    return f"{said} UNREPRODUCED" if _unreproduced(summary) else said
 
 
 def render_matrix(console: Console, m: RescueMatrix) -> None:

@@ -1,8 +1,11 @@
 """The evolve loop: per direction, a chain of rounds; each round edits the best accepted
-variant of that direction, validates the patch, judges the child by a same-batch paired
-re-run, and commits accepted children as new directories under ``harnesses/``. The
-judgement is :func:`harnessctl.evolve.reward.judge_edit` (a library function a trainer
-calls too); the engine alone writes edit records, editor calls and git commits.
+variant of that direction, validates the patch, judges the child against its parent (the
+gate, :mod:`.gate`, on fresh seeds of the judged tasks; then the split guard, :mod:`.guard`,
+on every task of the split), and commits accepted children as new directories under
+``harnesses/``. The judgement is :func:`harnessctl.evolve.reward.judge_edit` (a library
+function a trainer calls too); the engine alone writes edit records, editor calls and git
+commits. Before the first edit it says what its budget buys (:mod:`.power`) and what the
+workspace already judged on this base and split (:mod:`.history`).
 
 Resumable by construction: rollouts are cached by key, edits are recorded under a
 deterministic key (evolve id, parent hash, direction, round, attempt) and reused on a rerun,
@@ -33,6 +36,8 @@ from .digest import digest
 from .directions import Direction
 from .editors import EditContext, Editor
 from .gate import ErrorControl, GatePlan, select_tasks
+from .history import History, workspace_history
+from .power import Budget
 from .reproduce import reproduce
 from .reward import EditVerdict, RewardRecipe, child_manifest, judge_edit
 from .validate import scope_files
@@ -65,6 +70,18 @@ class EvolveRequest:
     """How the run's judgements share ``alpha`` (sequential gate)."""
     max_looks: int = 30
     """Sequential gate: the most fresh seeds of the judged tasks one judgement runs."""
+    design: Literal["auto", "sequential", "fixed"] = "auto"
+    """Sequential gate: the test a judgement runs; ``auto`` takes the fixed-sample sign test
+    below :data:`.gate.FIXED_BELOW_PAIRS` pairs, the anytime-valid e-value test above."""
+    guard: bool = True
+    """Sequential gate: commit an edit only if the split guard (:mod:`.guard`) also finds the
+    child better on the whole split."""
+    guard_alpha: float | None = None
+    """The split guard's own error budget over the run (None: ``alpha``)."""
+    error_scope: Literal["run", "workspace"] = "run"
+    """Whose judgements the error control covers (:mod:`.history`)."""
+    allow_weak_gate: bool = False
+    """Run even when the budget detects no effect with power 0.8 (:mod:`.power`)."""
     editor_retries: int = 2
     max_edits: int | None = None
     max_editor_cost: float | None = None
@@ -80,20 +97,38 @@ class EvolveRequest:
                 "--confirm-seeds applies to --gate same-batch only (the sequential gate "
                 "judges on fresh seeds already)"
             )
+        if self.guard_alpha is not None and not 0 < self.guard_alpha <= 1:
+            raise HarnessctlError(f"--guard-alpha {self.guard_alpha} is not in (0, 1]")
 
     @property
     def plan(self) -> GatePlan | None:
         """The sequential gate's plan (None under the same-batch gate)."""
         if self.gate != "sequential":
             return None
-        return GatePlan(max_looks=self.max_looks, min_net=self.min_net)
+        from .power import plan_for
+
+        return plan_for(self.max_looks, self.min_net, self.design)
+
+    @property
+    def guarded(self) -> bool:
+        return self.gate == "sequential" and self.guard
+
+    def controls(self, share: float = 1.0) -> tuple[ErrorControl, ErrorControl]:
+        """How the run's ``directions x rounds`` judgements share ``alpha`` (the gate) and
+        ``guard_alpha`` (the split guard), the run holding ``share`` of a longer sequence's
+        budget; the same-batch gate applies none (each judgement at ``alpha``)."""
+        kind = self.error_control if self.gate == "sequential" else "none"
+        m = max(1, len(self.directions) * self.rounds)
+        guard_alpha = self.guard_alpha if self.guard_alpha is not None else self.alpha
+        return (
+            ErrorControl(kind, self.alpha, m, share),
+            ErrorControl(kind, guard_alpha, m, share),
+        )
 
     @property
     def control(self) -> ErrorControl:
-        """How the run's ``directions x rounds`` judgements share ``alpha``; the same-batch
-        gate applies none (each judgement at ``alpha``)."""
-        kind = self.error_control if self.gate == "sequential" else "none"
-        return ErrorControl(kind, self.alpha, max(1, len(self.directions) * self.rounds))
+        """The gate's error control for a run on its own."""
+        return self.controls()[0]
 
 
 @dataclass
@@ -182,6 +217,14 @@ class EvolveRecord(Record):
     best: dict[str, BestVariant] = Field(default_factory=dict)
     """Direction -> its last accepted variant."""
     edits: list[EditOutcome] = Field(default_factory=list)
+    guard: str = ""
+    """The split guard the run applied, in words ("" when none)."""
+    budget: dict | None = None
+    """What the budget buys (:class:`harnessctl.evolve.power.Budget`), printed before the
+    first edit."""
+    history: dict | None = None
+    """The workspace's earlier judgements on this base and split
+    (:class:`harnessctl.evolve.history.History`)."""
 
 
 @dataclass
@@ -195,6 +238,9 @@ class EvolveResult:
     stopped: str | None = None
     gate: str = "same-batch"
     error_control: str = ""
+    guard: str = ""
+    budget: dict | None = None
+    history: dict | None = None
 
     def record(self) -> EvolveRecord:
         """What ``evolve --json`` prints: this result, typed and versioned."""
@@ -205,6 +251,9 @@ class EvolveResult:
             stopped=self.stopped,
             gate=self.gate,
             error_control=self.error_control,
+            guard=self.guard,
+            budget=self.budget,
+            history=self.history,
             variants=[VariantRecord.model_validate(v, from_attributes=True) for v in self.variants],
             best={
                 d: BestVariant.model_validate(v, from_attributes=True) for d, v in self.best.items()
@@ -239,6 +288,10 @@ def evolve_id(req: EvolveRequest) -> str:
             req.editor_retries,
             *([req.confirm_seeds] if req.confirm_seeds else []),  # ids of runs without one stay
             *([req.gate, req.error_control, req.max_looks] if req.gate == "sequential" else []),
+            # the split guard, the design and the scope (issue #54) change what is accepted
+            *(["guard", req.guard_alpha] if req.guarded else []),
+            *([req.design] if req.design != "auto" else []),
+            *([req.error_scope] if req.error_scope != "run" else []),
         ],
         sort_keys=True,
     )
@@ -272,6 +325,9 @@ class Engine:
         self.progress = progress
         self.id = evolve_id(req)
         self.accepted = 0  # acceptances so far, in judgement order (the FDR level uses it)
+        self.history: History | None = None
+        self.gate_control, self.guard_control = req.controls()
+        self.budget: Budget | None = None
         from ..sandbox import mark_owner, reap_stale
 
         reap_stale(prefixes=("hxevolve-",))  # staging left by an evolve killed before
@@ -297,7 +353,17 @@ class Engine:
         from ..vcs import require_repo
 
         require_repo(self.ws.root)
-        self.log("", f"{self.req.gate} gate; {self.req.control.describe()}")
+        ev = self.req.eval
+        self.history = workspace_history(
+            self.store, base_hash=self.req.base.hash, suite=ev.suite.id, split=ev.split,
+            evolve_id=self.id, scope=self.req.error_scope,
+        )  # fmt: skip
+        self.accepted = self.history.accepted_before
+        self.gate_control, self.guard_control = self.req.controls(self.history.share)
+        self.log("", f"{self.req.gate} gate; {self.gate_control.describe()}")
+        if self.req.guarded:
+            self.log("", f"split guard: {self.guard_control.describe()}")
+        self.log("", self.history.text())
         run = self._start_run()
         # every evaluation below is a run of its own, listed under this one
         self.req = replace(self.req, eval=replace(self.req.eval, parent_run=run.id))
@@ -305,6 +371,7 @@ class Engine:
         try:
             base_rows = self._eval(self.req.base).rows
             base_rate = sum(r.success for r in base_rows) / max(1, len(base_rows))
+            self._check_budget(base_rows)
             variants: list[Variant] = []
             best: dict[str, Variant] = {}
             stopped = None
@@ -322,7 +389,10 @@ class Engine:
                 len(union),
                 stopped,
                 self.req.gate,
-                self.req.control.describe(),
+                self.gate_control.describe(),
+                self.guard_control.describe() if self.req.guarded else "",
+                self.budget.model_dump() if self.budget is not None else None,
+                self.history.model_dump() if self.history is not None else None,
             )
         except KeyboardInterrupt:
             status = "interrupted"
@@ -492,9 +562,14 @@ class Engine:
                 progress=self.progress,
                 confirm_seeds=self.req.confirm_seeds,
                 gate=self.req.plan,
-                level=self.req.control.level(self.accepted),
+                level=self.gate_control.level(self.accepted),
             )
             row.patch, row.diff = verdict.patch, verdict.diff
+            guard = None
+            if verdict.status == "evaluated" and self.req.plan is not None:
+                verdict = self._fixed_reason(verdict)
+                if verdict.accepted and self.req.guarded:
+                    verdict, guard = self._guard(parent, staging, verdict, edit_id)
             if verdict.status == "rejected":
                 row.reason, row.detail = verdict.reason, verdict.detail
                 self.store.record_edit(row)
@@ -504,8 +579,74 @@ class Engine:
                 feedback = f"{verdict.reason}: {verdict.detail}"
                 ctx.tried.append(proposal_response)
                 continue
-            return self._record_verdict(direction, rnd, row, verdict, staging, parent)
+            return self._record_verdict(direction, rnd, row, verdict, staging, parent, guard)
         return None
+
+    def _check_budget(self, base_rows) -> None:
+        """Say what the budget buys before the first edit; refuse one that detects nothing
+        (:mod:`.power`), unless asked to run anyway."""
+        plan = self.req.plan
+        if plan is None or not self.req.directions:
+            return
+        from .guard import MAX_TASKS
+        from .power import budget
+
+        batch, control = select_tasks(
+            base_rows, self.req.directions[0].targets, self.req.batch_size or 0,
+            self.req.control_size or 0, f"{self.id}:{self.req.directions[0].name}",
+        )  # fmt: skip
+        tasks = len(batch + control) or (self.req.batch_size or 0) + (self.req.control_size or 0)
+        # the judged tasks' success, shrunk towards 1/2 (Jeffreys): they were chosen because
+        # the parent failed them, so their in-sample rate is biased low
+        rows = [r for r in base_rows if r.task_id in set(batch)]
+        p0 = (sum(r.success for r in rows) + 0.5) / (len(rows) + 1)
+        split_tasks = {r.task_id for r in base_rows}
+        found = budget(
+            plan,
+            judgements=self.gate_control.judgements,
+            level=self.gate_control.level(self.accepted),
+            alpha=self.req.alpha,
+            tasks=tasks,
+            parent_success=p0,
+            guard_tasks=min(len(split_tasks), MAX_TASKS) if self.req.guarded else None,
+            split_success=sum(r.success for r in base_rows) / max(1, len(base_rows)),
+        )
+        self.budget = found
+        self.log("", found.text())
+        if found.detectable is None and not self.req.allow_weak_gate:
+            raise HarnessctlError(
+                f"this budget ({plan.max_looks} looks, level {found.level:.4g}) detects no "
+                "gain on the judged tasks with power 0.8: raise --max-looks or --alpha, or pass "
+                "--allow-weak-gate to run it anyway"
+            )
+        if found.warning:
+            self.log("", f"warning: {found.warning}")
+
+    def _fixed_reason(self, verdict: EditVerdict) -> EditVerdict:
+        """The fixed-sample design's verdict in its own terms (its test is the sign test)."""
+        last = verdict.looks[-1] if verdict.looks else None
+        if last is None or last.p_value is None:
+            return verdict
+        said = "accepted" if verdict.accepted else f"not accepted ({last.decision})"
+        reason = (
+            f"{said} at look {last.look}: {last.wins} wins, {last.losses} losses over "
+            f"{last.pairs} fresh pairs, fixed-sample sign test p={last.p_value:.3g} (needs <= "
+            f"{verdict.level:.4g})"
+        )
+        return verdict.model_copy(update={"reason": reason, "p_value": last.p_value})
+
+    def _guard(self, parent, staging: Path, verdict: EditVerdict, edit_id: str):
+        """The split guard (:mod:`.guard`) on a child the gate accepted."""
+        from .guard import guard_edit
+
+        plan = self.req.plan
+        assert plan is not None
+        return guard_edit(
+            parent, load_harness(staging), verdict, replace(self.req.eval, command="evolve-guard"),
+            self.store, plan=plan, level=self.guard_control.level(self.accepted),
+            alpha=self.req.alpha, guard_alpha=self.guard_control.alpha, salt=edit_id,
+            progress=self.progress,
+        )  # fmt: skip
 
     def _child_name(self, direction: str, rnd: int, edit_id: str) -> str:
         """``<base>.<direction>.r<round>``, or with ``-2``, ``-3``... when that name is taken
@@ -555,7 +696,7 @@ class Engine:
                 update={
                     "kind": "fresh_paired",
                     "gate": asdict(plan),
-                    "level": self.req.control.level(self.accepted),
+                    "level": self.gate_control.level(self.accepted),
                     "seed": ev.seed,
                     "rollouts": ev.rollouts,
                     "formula": "(wins - losses) / pairs, parent and child on every task of "
@@ -566,6 +707,7 @@ class Engine:
             "suite": ev.suite.id,
             "split": ev.split,
             "policy_id": ev.policy.id,
+            "base_hash": self.req.base.hash,
             "batch": [[r.task_id, r.seed] for r in batch],
             "control": [[r.task_id, r.seed] for r in control],
             "digests": [
@@ -579,8 +721,15 @@ class Engine:
                 "min_net": self.req.min_net,
                 "confirm_seeds": self.req.confirm_seeds,
                 "gate": self.req.gate,
-                "error_control": self.req.control.kind,
-                "level": self.req.control.level(self.accepted),
+                "error_control": self.gate_control.kind,
+                "level": self.gate_control.level(self.accepted),
+                "design": plan.design if plan is not None else None,
+                "guard": self.req.guarded,
+                "guard_level": self.guard_control.level(self.accepted)
+                if self.req.guarded
+                else None,
+                "error_scope": self.req.error_scope,
+                "run_share": self.gate_control.weight,
                 "max_looks": self.req.max_looks,
             },
             "reward": recipe.model_dump(mode="json"),
@@ -593,7 +742,9 @@ class Engine:
         except ValueError:
             return str(root)
 
-    def _record_verdict(self, direction, rnd, row, verdict: EditVerdict, staging: Path, parent):
+    def _record_verdict(
+        self, direction, rnd, row, verdict: EditVerdict, staging: Path, parent, guard=None
+    ):
         """Store the judged edit; commit an accepted child under ``harnesses/``."""
         row.status = "evaluated"
         row.rescues, row.regressions = verdict.rescues, verdict.regressions
@@ -609,6 +760,8 @@ class Engine:
                 metrics["reward"]["seeds"] = sorted({p.seed for p in verdict.pairs})
         if verdict.confirmation is not None:
             metrics["confirmation"] = verdict.confirmation.model_dump()
+        if guard is not None:
+            metrics["guard"] = guard
         row.metrics_json = json.dumps(metrics)
         self.store.record_edit(row)
         self.log(
@@ -671,7 +824,7 @@ class Engine:
         if verdict.design == "sequential":
             judged = (
                 f"Sequential gate: {verdict.reason} (level {verdict.level:.4g}; "
-                f"{self.req.control.describe()}). "
+                f"{self.gate_control.describe()}). "
             )
         else:
             judged = (

@@ -166,7 +166,9 @@ def guard_edit(
     from .reward import fresh_seeds
 
     judged = verdict.batch_size + verdict.control_size
-    seeds = fresh_seeds(evaluation, plan.seeds_needed(judged))  # the gate's own seeds
+    # the gate's own seeds first; as many as a task could be drawn where the split is sampled
+    # (reproduction re-tests after all of these: its skip is seeds_needed(1))
+    seeds = fresh_seeds(evaluation, plan.seeds_needed(1))
     split_tasks = [t.id for t in evaluation.suite.tasks(evaluation.split).tasks]
     blocks = guard_blocks(
         split_tasks, seeds, plan.seeds_per_look(judged), plan.max_looks, salt=salt
@@ -188,8 +190,8 @@ def guard_edit(
         "decision": looks[-1].decision,
         "looks": [look.model_dump() for look in looks],
     }
-    update = {
-        "accepted": verdict.accepted and looks[-1].decision == "accept",
-        "reason": f"{verdict.reason}; {describe(looks, level)}",
-    }
+    passed = verdict.accepted and looks[-1].decision == "accept"
+    said = describe(looks, level)
+    reason = f"{verdict.reason}; {said}" if passed else f"{said}; the gate alone: {verdict.reason}"
+    update = {"accepted": passed, "reason": reason}
     return verdict.model_copy(update=update), record

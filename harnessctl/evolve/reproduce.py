@@ -15,6 +15,13 @@ rescue by chance, to read the fraction against. The fraction over both is
 stored with the edit (``metrics["reproduction"]``) and shown by ``evolve``, ``profile``, the
 report and the exported edit records. Every rollout goes through
 :func:`harnessctl.run.evaluate` (cached, stored like any evaluation).
+
+**The verdict** (:func:`verdict_of`): a sibling whose claimed rescues reproduce at a rate no
+higher than the null baseline's is ``unreproduced``: it did no better where its parent failed
+afresh than the parent did by trying again, so nothing shows its rescues were more than
+resampling. ``export-pool`` leaves such siblings out unless asked (``--include-unreproduced``),
+and profiles and the report mark them. ``untested``: no claimed rescue could be re-tested (the
+parent never failed afresh), so there is no evidence either way; those stay in.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from ..harness import HarnessSpec
 from ..run.evaluate import EvalRequest, evaluate
 from .reward import fresh_seeds
 
+Verdict = Literal["reproduced", "unreproduced", "untested"]
 FRESH_TRIES = 3
 """Fresh seeds tried per rescued task for one where the parent fails."""
 NULL_OFFSET = 100_000
@@ -95,7 +103,7 @@ class Reproduction(BaseModel):
 
     def summary(self) -> dict[str, Any]:
         """The figures without the pairs: what records and reports carry."""
-        return {
+        out = {
             "claimed": self.claimed,
             "tested": self.tested,
             "reproduced": self.reproduced,
@@ -104,6 +112,20 @@ class Reproduction(BaseModel):
             "held_out": [self.held_out_reproduced, self.held_out_tested],
             "null": [self.null_reproduced, self.null_tested],
         }
+        return out | {"verdict": verdict_of(out)}
+
+
+def verdict_of(summary: dict[str, Any] | None) -> Verdict | None:
+    """The verdict on a reproduction summary (module docstring), from its figures, so a
+    summary stored before verdicts existed gets one too; None for no summary."""
+    if not summary:
+        return None
+    tested, reproduced = int(summary.get("tested") or 0), int(summary.get("reproduced") or 0)
+    if tested == 0:
+        return "untested"
+    null = summary.get("null") or [0, 0]
+    null_rate = null[0] / null[1] if null[1] else 0.0
+    return "reproduced" if reproduced / tested > null_rate else "unreproduced"
 
 
 def read_reproduction(metrics: dict[str, Any]) -> Reproduction | None:

@@ -186,6 +186,13 @@ class PoolHarness:
                 f"({entry.get('env')!r}); a pool names kinds, never import paths",
             )
 
+    @property
+    def reproduction(self) -> dict | None:
+        """Its edit's claimed rescues re-tested (``claimed``, ``tested``, ``reproduced``,
+        ``null``, ``verdict``), as the pool recorded it; None for the base and older pools."""
+        found = self.entry.get("reproduction")
+        return found if isinstance(found, dict) else None
+
     def rollout(
         self, task: Task | dict, policy: EndpointPolicy | Policy, *, seed: int = 0
     ) -> RolloutOutput:

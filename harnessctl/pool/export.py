@@ -64,6 +64,29 @@ def check_committed(repo_root: Path, specs: list[HarnessSpec]) -> dict[str, str 
     return {spec.name: _git_commit(repo_root, spec.path) for spec in specs}
 
 
+def reproducible(
+    harnesses: list[HarnessSpec], reproductions: dict[str, dict], *, include: bool = False
+) -> tuple[list[HarnessSpec], dict[str, str]]:
+    """The siblings a pool takes, and those it leaves out with the reason: a sibling whose
+    accepted edit's claimed rescues reproduce no better than the null baseline
+    (:func:`harnessctl.evolve.reproduce.verdict_of`) is left out unless ``include``."""
+    from ..evolve.reproduce import verdict_of
+
+    kept, left_out = [], {}
+    for spec in harnesses:
+        summary = reproductions.get(spec.name)
+        if verdict_of(summary) == "unreproduced" and not include:
+            assert summary is not None
+            null = summary.get("null") or [0, 0]
+            left_out[spec.name] = (
+                f"its claimed rescues reproduce {summary['reproduced']}/{summary['tested']}, "
+                f"no better than its parent tried again ({null[0]}/{null[1]})"
+            )
+        else:
+            kept.append(spec)
+    return kept, left_out
+
+
 def export_pool(
     *,
     name: str,
@@ -75,8 +98,11 @@ def export_pool(
     policy_id: str,
     suite: str,
     router: dict | None = None,
+    reproductions: dict[str, dict] | None = None,
 ) -> Path:
-    """Write the pool directory and ``<out>.tar.gz``; returns the directory."""
+    """Write the pool directory and ``<out>.tar.gz``; returns the directory. Each harness's
+    entry carries its edit's reproduction summary (``reproductions``, by name) where it has
+    one: a trainer can see which rescues were re-tested."""
     if out.exists() and any(out.iterdir()):
         raise HarnessctlError(f"{out}: exists and is not empty")
     specs = {h.name: h for h in [base, *harnesses]}
@@ -106,6 +132,7 @@ def export_pool(
                 "env": spec.manifest.env,
                 "runtime": {"protocol": PROTOCOL_VERSION, "python": "3.8+ standard library"},
                 "profile": None if profile is None else _summary(profile),
+                "reproduction": (reproductions or {}).get(hname),
             }
         )
     manifest = {

@@ -14,6 +14,7 @@ from typing import Any
 
 from .assets import CSS, JS
 from .data import ALL, Cell, EditPair, Node, ReportData, walk
+from .legend import judged, legend, reproduced
 
 
 def _e(value: Any) -> str:
@@ -78,19 +79,6 @@ def _cell_td(links: Links, cell: Cell | None, title: str, *, colored: bool = Tru
     )
 
 
-def _reproduced(edit: Any) -> str:
-    """`` · reproduce a/n``: the edit's claimed rescues re-tested (nothing when unmeasured)."""
-    from ..evolve.reproduce import read_reproduction
-
-    found = read_reproduction(json.loads(edit.metrics_json or "{}"))
-    if found is None:
-        return ""
-    title = _e(found.text())
-    if not found.tested:
-        return f' &middot; <span title="{title}">reproduce n/a</span>'
-    return f' &middot; <span title="{title}">reproduce {found.reproduced}/{found.tested}</span>'
-
-
 def _lineage(data: ReportData, links: Links, labels: dict[str, str]) -> str:
     if not data.roots:
         return '<p class="note">No edits recorded: run <code>harnessctl evolve</code>.</p>'
@@ -109,8 +97,7 @@ def _lineage(data: ReportData, links: Links, labels: dict[str, str]) -> str:
             e = n.edit
             edge = (
                 f'<span class="edge">{_e(e.direction)} &middot; reward {e.reward:+.3f} &middot; '
-                f"+{e.rescues}/{e.batch_size} &minus;{e.regressions}/{e.control_size}"
-                f"{_p(e.p_value)} &middot; r{e.round}{_reproduced(e)}</span>"
+                f"{judged(e)} &middot; r{e.round}{reproduced(e)}</span>"
             )
         cls = "node" if n.edit is not None else "node root"
         head = (
@@ -324,10 +311,7 @@ def render(data: ReportData, embed: Any, *, per_cell: int, max_embedded: int) ->
  &middot; split <b>{_e(sel.split)}</b> &middot; base <b>{_e(base_name)}</b>
  &middot; {len(data.harnesses)} harnesses &middot; {len(data.edits)} edits</div>
 <div class="note">Other selections in the store (pick with --policy/--suite/--split):
- {_e(others or "none")}. Edge label: direction &middot; same-batch reward &middot;
- batch rescues/batch &minus;control regressions/control &middot; sign-test p &middot; round
- &middot; claimed rescues that reproduce where the parent fails afresh (fresh seeds, held-out
- tasks of the same categories).
+ {_e(others or "none")}. {legend(data.edits)}
  Click any cell or rate to see the rollouts behind it below.</div>
 {body}
 <section id="trajectories"><h2>Trajectories</h2>

@@ -89,13 +89,14 @@ KEYS = {
     "eval-routed": "harness policy rollouts_per_task base routed delta routed_tasks choices "
     "chosen_counts extra_rollouts route_when verifier routed_side_rollouts profile_splits tasks "
     "in_sample_tasks out_of_sample informed_by",
-    "evolve": "evolve_id base_success union_rescues stopped gate error_control variants best edits",
+    "evolve": "evolve_id base_success union_rescues stopped gate error_control variants best edits "
+    "guard budget history",
     "test": "checks errors",
     "rescue-sim": "groups all_fail rescued extra_rollouts by_harness tasks",
     "report": "path bytes harnesses policy suite split embedded",
     "init": "root harnesses",
     "export-edits": "out counts empty",
-    "export-pool": "pool_id path archive harnesses profile_splits",
+    "export-pool": "pool_id path archive harnesses profile_splits left_out",
     "pool-verify": "path ok problems pool_id harnesses",
     "rollouts": "rollouts attempts",
 }

@@ -56,7 +56,8 @@ def build_pool(
         assert len(names) >= 3
         cli(ws, "profile", *names, "--split", "train", *profile)
     out = root / "exported" / "dbbench-pool"
-    cli(ws, "export-pool", "--name", "dbbench-pool", "--out", out)
+    # these pools test the pool's mechanics: every sibling in, reproduced or not (#54)
+    cli(ws, "export-pool", "--name", "dbbench-pool", "--out", out, "--include-unreproduced")
     return ws, out, names
 
 
@@ -77,7 +78,7 @@ def pool_of_world(
     assert len(names) >= 3, world.result["variants"]
     cli(ws, "profile", *names, "--split", "train", "--rollouts", 2)
     out = root / "exported" / "dbbench-pool"
-    cli(ws, "export-pool", *names, "--name", "dbbench-pool", "--out", out)
+    cli(ws, "export-pool", *names, "--name", "dbbench-pool", "--out", out, "--include-unreproduced")
     return ws, out, names
 
 

@@ -212,7 +212,8 @@ def test_router_voting_and_the_pool_rescue_with_the_real_model(ws, model):
     assert vote["model"] == model.model and (vote["ok"] or vote["error"])
     assert ranked["top"]  # a voter that answers nonsense never breaks the ranking
     out = ws.parent / "pool"
-    cli(ws, "export-pool", "--name", "rm", "--out", out, "--base", "dbbench-base", *DBBENCH[:2])
+    cli(ws, "export-pool", "--name", "rm", "--out", out, "--base", "dbbench-base", *DBBENCH[:2],
+        "--include-unreproduced")  # fmt: skip
     from harnessctl.suite import load_suite
 
     task = load_suite(ws / "examples" / "dbbench").all_tasks.by_id()[failed.task_id]

@@ -133,6 +133,9 @@ def test_report_shows_lineage_heatmap_rescues_and_costs(evolved):
             assert re.search(
                 rf"{edit['status']}\s+{direction} r1\.0: p=", page.text["lineage-tree"]
             )
+    # the legend describes the gate that ran (issue #54), not an earlier one
+    assert "sequential gate: parent and child on fresh seeds" in html
+    assert "split guard: committed only if" in html and "same-batch reward" not in html
     # The rejected proposal hangs on its parent with its reason.
     assert re.search(r"rejected\s+termination r1\.0: does_not_apply", page.text["lineage-tree"])
     # No resource from anywhere else: every reference stays in the page.

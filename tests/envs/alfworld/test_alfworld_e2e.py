@@ -173,8 +173,9 @@ def test_export_pool_and_the_pool_api_rescue(ws, profiled, siblings):
 
     out = ws.parent / "pools" / "alfworld-pool"
     cli(
-        ws, "export-pool", "--name", "alfworld-pool", "--out", out, "--base", BASE, "--suite", SUITE
-    )
+        ws, "export-pool", "--name", "alfworld-pool", "--out", out, "--base", BASE, "--suite",
+        SUITE, "--include-unreproduced",  # every sibling, reproduced or not (#54)
+    )  # fmt: skip
     assert "all checksums match" in cli(ws, "pool", "verify", out).stdout
     manifest = json.loads((out / "pool.json").read_text())
     assert {h["env"] for h in manifest["harnesses"]} == {"alfworld"}

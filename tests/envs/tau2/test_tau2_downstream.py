@@ -169,6 +169,7 @@ def test_export_pool_and_the_pool_api_rescue(ws, profiled, siblings, failures):
 
     out = ws.parent / "pools" / "tau2-pool"
     args = ["--name", "tau2-pool", "--out", out, "--base", BASE, "--suite", SUITE]
+    args += ["--include-unreproduced"]  # every sibling, reproduced or not (#54)
     cli(ws, "export-pool", *args)
     assert "all checksums match" in cli(ws, "pool", "verify", out).stdout
     manifest = json.loads((out / "pool.json").read_text())

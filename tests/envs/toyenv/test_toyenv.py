@@ -278,7 +278,8 @@ def test_export_pool_verify_and_the_pool_api(ws, profiled):
     from harnessctl.suite import load_suite
 
     out = ws.parent / "pools" / "toy-pool"
-    cli(ws, "export-pool", "--name", "toy-pool", "--out", out, "--base", BASE)
+    every = "--include-unreproduced"  # every sibling, reproduced or not (#54)
+    cli(ws, "export-pool", "--name", "toy-pool", "--out", out, "--base", BASE, every)
     assert "all checksums match" in cli(ws, "pool", "verify", out).stdout
     manifest = json.loads((out / "pool.json").read_text())
     assert {h["env"] for h in manifest["harnesses"]} == {"toy"}
