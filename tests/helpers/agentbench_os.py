@@ -13,7 +13,10 @@ not copied from it; what it does, step by step:
 - the ``start`` script's text typed into the agent's shell, then each command (what
   ``start`` leaves, a ``su - jack`` included, is the agent's shell);
 - every command in ``/`` (AgentBench's image sets no working directory; this image's is
-  ``/root``, so the reference names ``/``);
+  ``/root``, so the reference names ``/``); the agent's commands read ``/dev/null``, as in
+  harnessctl's shell (the one difference of the two shells that this reference keeps: a
+  terminal on a command's input changes what some programs print, ``find``'s warnings,
+  not the system; the output stays on the terminal, as AgentBench's);
 - the agent's reply parsed as AgentBench parses it (:func:`extract_action`: the last ``Act:``
   line; bash blocks joined; the answer between the first ``(`` and the last ``)``); no
   action ends the sample as a failure (AGENT_INVALID_ACTION), as does the round limit;
@@ -49,6 +52,10 @@ COMMAND_S = 30.0  # AgentBench reads a command's output for 30 s at most
 #: Tasks of the standard split whose setup or gold installs packages from the network
 #: (``apt install sudo``): not provisionable offline, so they say nothing about the judge.
 NOT_OFFLINE = ("6.new.5", "6.new.6", "6.new.8")
+#: Tasks whose expected answer moves with time, in AgentBench too: 7.bootstrap.6 asks for
+#: the share of memory in use (the host's, as ``free`` reads it): the answer and the check
+#: each read it at their own moment, so neither verdict is a property of the judge.
+VOLATILE = ("7.bootstrap.6",)
 #: What the agent's shell is after setup: its user and its directory.
 SHELL_PROBE = "id -un; pwd"
 _ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[a-zA-Z]|\x1b\][0-9]*;[^\x07]*\x07|\x07")
@@ -158,16 +165,13 @@ def agreement(env: OSEnvironment, task: Task) -> list[tuple[str, Verdict, Verdic
     """``(reply, harnessctl's verdict, the reference's)`` for each of :func:`plans`, in four
     containers: the unfinished reply shares the gold's (scored before the gold commits) on
     harnessctl's side and needs none on the reference's (AgentBench judges no reply without
-    an action). Both judges get the same replies: the gold's answer is what harnessctl's
-    agent saw (the reference's own view is in its verdict's ``observations``: it differs
-    where a terminal changes a program's output, ``find``'s warnings)."""
+    an action). Each gold answers what its own agent saw: an init script may draw the data
+    at random (1.stock's log), so each container holds its own answer."""
     gold, wrong, unfinished = plans(env, task)
     ours = run_harnessctl_plans(env, task, [unfinished, gold])
     ours.update(run_harnessctl_plans(env, task, [wrong]))
-    seen = ours["gold"].observations
-    answer = seen[-1] if seen else None
     return [
-        (p.kind, ours[p.kind], run_reference(task.record, p, env.image, answer))
+        (p.kind, ours[p.kind], run_reference(task.record, p, env.image))
         for p in (gold, wrong, unfinished)
     ]
 
@@ -275,7 +279,9 @@ class _Reference:
         self.terminal.sync()
 
     def run(self, command: str) -> str:
-        self.terminal.send(command + "\n")
+        # stdin from /dev/null, as in harnessctl's shell (docs/os_interaction.md): a terminal
+        # there changes what some programs print (find's warnings), not what the system is
+        self.terminal.send("{ " + command + "\n} </dev/null\n")
         return _clean(self.terminal.sync()).strip("\n")
 
     def close(self) -> None:
