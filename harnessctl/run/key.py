@@ -36,8 +36,10 @@ class RolloutInputs:
     """The rollout's seed: the offline policies' draws, and the seed sent upstream."""
     runtime: str
     """Code version (``harness.rollout_version``): the runtime protocol and sources, the
-    environment's version (its sandbox code's hash for an in-sandbox kind), an offline
-    policy's code version."""
+    environment's cache identity (``Environment.cache_version``: its kind, its ``version``
+    salt, its package's content hash, sources and verdict data alike, what else decides its
+    outcomes, ``outcome_inputs``, such as a task image's id, and an in-sandbox kind's sandbox
+    code hash), an offline policy's code version."""
     env_options: dict[str, Any] = field(default_factory=dict)
     """The suite's ``env_options``: the same task scored otherwise is another rollout."""
     limits: Limits = field(default_factory=Limits)
