@@ -26,7 +26,9 @@ Per regime it measures, and prints with 95% intervals:
   **split points** (min(1, p + delta) on every task), judged at a run's first level (the
   lowest); an effect beyond the split's headroom is `n/a`. Beside it, the power of the gate
   alone (without the split guard): the difference is what the guard costs. Child rollouts
-  per judgement (the gate's and the guard's).
+  per judgement (the gate's and the guard's). **Targeted** (`--targeted`): a repair of that
+  many points on the judged tasks the parent failed and nothing elsewhere, where the guard
+  costs most (the split gains only that share of it).
 
 Exits 1 when a claim fails: run-level false discovery above `--alpha`; the per-judgement level
 above the first judgement's level (alpha / m, what the README quotes); trade-off runs that
@@ -139,10 +141,18 @@ def runs_of(world: World, directions, rule: Rule, args, rng, rates_for) -> dict:
     }
 
 
-def power_of(world: World, directions, rule: Rule, args, rng, d: float) -> dict | None:
-    rates = world.split_gain(d)
-    if rates is None:
-        return None
+def power_of(
+    world: World, directions, rule: Rule, args, rng, d: float, targeted: bool = False
+) -> dict | None:
+    """Power against a split gain of ``d`` points, or (``targeted``) a gain of ``d`` on the
+    judged tasks the parent failed and none elsewhere."""
+    if targeted:
+        rates_for = lambda batch: world.trade_off(batch, d, 0.0, absorb=False)  # noqa: E731
+    else:
+        rates = world.split_gain(d)
+        if rates is None:
+            return None
+        rates_for = lambda batch: rates  # noqa: E731
     gate, guard = rule.controls(len(directions) * args.rounds)
     hits = spent = done = tries = gate_hits = 0
     while done < args.power_runs and tries < 20 * args.power_runs:
@@ -150,7 +160,7 @@ def power_of(world: World, directions, rule: Rule, args, rng, d: float) -> dict 
         parent_rows = world.parent_rows(rng, args.rollouts)
         out = judge_one(
             world, rng, parent_rows, {}, directions[tries % len(directions)], f"p{tries}",
-            lambda batch: rates, (gate.level(0), guard.level(0)), rule,
+            rates_for, (gate.level(0), guard.level(0)), rule,
         )  # fmt: skip
         if out.judged:  # a draw with a targeted failure: evolve would judge an edit
             done += 1
@@ -158,9 +168,8 @@ def power_of(world: World, directions, rule: Rule, args, rng, d: float) -> dict 
             gate_hits += out.gate_accepted
             spent += out.child_rollouts
     lo, hi = wilson_interval(hits, done)
-    per_task = max(rates[t] - world.p[t] for t in rates)
     return {"accepted": hits, "edits": done, "rate": hits / max(1, done), "ci95": [lo, hi],
-            "gate_alone_rate": gate_hits / max(1, done), "per_task_points": per_task,
+            "gate_alone_rate": gate_hits / max(1, done),
             "rollouts_per_judgement": spent / max(1, done)}  # fmt: skip
 
 
@@ -175,6 +184,10 @@ def regime_figures(world: World, directions, rule: Rule, args, rng) -> dict:
         out["trade_offs"][f"{change:+g}"] = runs_of(world, directions, rule, args, rng, rates)
     out["power"] = {
         f"+{round(d * 100)}": power_of(world, directions, rule, args, rng, d) for d in args.effects
+    }
+    out["targeted"] = {
+        f"+{round(g * 100)}": power_of(world, directions, rule, args, rng, g, targeted=True)
+        for g in args.targeted
     }
     out["headroom_points"] = 100 * (1 - world.success)
     return out
@@ -244,6 +257,11 @@ def line(label: str, f: dict) -> str:
                 f"power@{name}pts: {fig(p['accepted'], p['edits'], *p['ci95'])} (gate alone "
                 f"{p['gate_alone_rate']:.2f})"
             )
+    for name, p in f["targeted"].items():
+        said.append(
+            f"targeted {name} on judged tasks: {fig(p['accepted'], p['edits'], *p['ci95'])} "
+            f"(gate alone {p['gate_alone_rate']:.2f})"
+        )
     costs = [f"null {null['child_rollouts_per_judgement']:.0f}"]
     costs += [f"{n} {p['rollouts_per_judgement']:.0f}" for n, p in f["power"].items() if p]
     said.append("child rollouts per judgement: " + ", ".join(costs))
@@ -254,8 +272,9 @@ def markdown(results: dict) -> str:
     """The README's per-regime table."""
     head = ("| regime | base success | level per judgement | runs with a false discovery | "
             "trade-off runs committed (0 / -2 split points) | power@+5 / +10 / +15 split points "
-            "(gate alone) | child rollouts: null / +10 |")  # fmt: skip
-    rows = [head, "|" + "---|" * 7]
+            "(gate alone) | targeted +20 on judged tasks (gate alone) | child rollouts: null / "
+            "+10 |")  # fmt: skip
+    rows = [head, "|" + "---|" * 8]
     for label, f in results.items():
         n, t = f["null"], f["trade_offs"]
         offs = " / ".join(f"{v['runs']['with_acceptance']}/{v['runs']['runs']}" for v in t.values())
@@ -265,10 +284,14 @@ def markdown(results: dict) -> str:
             for k in ("+5", "+10", "+15")
         )  # fmt: skip
         ten = f["power"].get("+10")
+        aimed = f["targeted"].get("+20")
+        aimed_cell = "-" if aimed is None else (
+            f"{aimed['rate']:.2f} ({aimed['gate_alone_rate']:.2f})"
+        )  # fmt: skip
         rows.append(
             f"| {label} | {f['base_success']:.2f} | {n['per_judgement']['accepted']}/"
             f"{n['per_judgement']['judged']} | {n['runs']['with_acceptance']}/{n['runs']['runs']} "
-            f"| {offs} | {pw} | {n['child_rollouts_per_judgement']:.0f} / "
+            f"| {offs} | {pw} | {aimed_cell} | {n['child_rollouts_per_judgement']:.0f} / "
             f"{'-' if ten is None else round(ten['rollouts_per_judgement'])} |"
         )
     return "\n".join(rows)
@@ -292,6 +315,9 @@ def parse(argv: list[str] | None):
     parser.add_argument("--trade-offs", default="0,-2", help="split points, comma-separated")
     parser.add_argument("--trade-off-gain", type=float, default=0.2, help="on the judged tasks")
     parser.add_argument("--effects", default="5,10,15,20", help="split points")
+    parser.add_argument(
+        "--targeted", default="20", help="points on the judged failed tasks only (the guard's cost)"
+    )
     parser.add_argument("--rounds", type=int, default=2, help="evolve's --rounds")
     parser.add_argument("--rollouts", type=int, default=2, help="evolve's --rollouts")
     parser.add_argument("--batch", type=int, default=None, help="evolve's --batch")
@@ -307,6 +333,7 @@ def parse(argv: list[str] | None):
     args = parser.parse_args(argv)
     args.effects = [float(x) / 100 for x in args.effects.split(",") if x.strip()]
     args.trade_offs = [float(x) for x in args.trade_offs.split(",") if x.strip()]
+    args.targeted = [float(x) / 100 for x in args.targeted.split(",") if x.strip()]
     return args
 
 

@@ -127,11 +127,16 @@ class World:
         delta = _solve(lambda x: statistics.fmean(min(1.0, p + x) - p for p in self.p.values()), d)
         return {t: min(1.0, p + delta) for t, p in self.p.items()}
 
-    def trade_off(self, gained: list[str], gain: float, change: float) -> dict[str, float]:
+    def trade_off(
+        self, gained: list[str], gain: float, change: float, absorb: bool = True
+    ) -> dict[str, float]:
         """``gain`` points on the ``gained`` tasks, an equal loss on every other task, chosen
-        so that the split's mean moves by ``change`` (as far as the rates allow)."""
+        so that the split's mean moves by ``change`` (as far as the rates allow); without
+        ``absorb``, no loss: a repair of those tasks alone."""
         up = {t: min(1.0, self.p[t] + gain) for t in gained}
         rest = [t for t in self.p if t not in up]
+        if not absorb:
+            return {**self.p, **up}
         target = change * len(self.p) - sum(up[t] - self.p[t] for t in up)  # <= 0 normally
 
         def moved(x: float) -> float:
