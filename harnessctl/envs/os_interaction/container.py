@@ -58,6 +58,11 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 DROPPED_CAPS = ("NET_RAW", "MKNOD", "SETFCAP", "SYS_CHROOT")
 
 
+#: Every path of the container's own filesystem, sorted (``-xdev``: not ``/proc``, ``/tmp``,
+#: ``/.hx``); the checks' tools run it.
+_LIST_PATHS = "LC_ALL=C find / -xdev -print 2>/dev/null | LC_ALL=C sort"
+
+
 class ContainerError(RuntimeError):
     """The engine could not start or reach the task container (an infrastructure error)."""
 
@@ -382,14 +387,22 @@ class TaskContainer:
             reader.join(timeout=5)
         return status, clean_text(bytes(kept))
 
-    def changes(self) -> set[str]:
-        """The paths the writable layer added (``docker diff``: ``A``), for undoing what a
-        script wrote (a ``/tmp`` tmpfs is not in it)."""
-        assert self.id is not None
-        listed = docker("diff", self.id, check=False)
-        return {line[2:] for line in listed.splitlines() if line.startswith("A ")}
+    def mark_paths(self) -> None:
+        """Record every path of the container's own filesystem (not ``/proc``, ``/tmp`` or
+        the other mounts), in the container's ``/tmp``, for :meth:`added_paths`."""
+        self.run_script("bash", _LIST_PATHS + " > /tmp/.hx-paths", timeout=60, trusted_tools=True)
 
-    def remove(self, paths: set[str]) -> None:
+    def added_paths(self) -> list[str]:
+        """The paths added since :meth:`mark_paths` (the record is removed)."""
+        status, out = self.run_script(
+            "bash",
+            _LIST_PATHS + " | comm -13 /tmp/.hx-paths -; rm -f /tmp/.hx-paths",
+            timeout=60,
+            trusted_tools=True,
+        )
+        return [line for line in out.split("\n") if line.startswith("/")] if status == 0 else []
+
+    def remove(self, paths: list[str]) -> None:
         """Remove ``paths`` with the checks' tools, deepest first."""
         ordered = sorted(paths, key=lambda x: x.count("/"), reverse=True)
         for start in range(0, len(ordered), 200):

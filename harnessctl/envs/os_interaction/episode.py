@@ -11,9 +11,10 @@ With ``expected="snapshot"`` (the default) the example script of a task whose ch
 the answer with the example's output runs once more after setup, before the agent's first
 command, with the checks' tools; its output stands for the example in the checks, so an
 agent that wipes the state the question is about (empty ``/home``, answer 0) cannot make its
-answer the expected one. What that run adds to the container's layer is removed again (a
-``/tmp`` file it writes stays). ``expected="live"`` keeps AgentBench's behaviour: the example
-runs with the checks, after the episode, on the state the agent left.
+answer the expected one. What that run adds to the container's filesystem is removed again
+(where the script may write at all; a ``/tmp`` file it writes stays). ``expected="live"``
+keeps AgentBench's behaviour: the example runs with the checks, after the episode, on the
+state the agent left.
 
 An agent that breaks its own shell so that no new one can start (``echo 'exit 0' >>
 /etc/profile; exit``) ends its episode there: a scored failure, never an infrastructure error.
@@ -70,6 +71,22 @@ def _reads_arguments(language: str, code: str) -> bool:
                 break
         top = top[: found.start()] + top[end:]
     return re.search(r"\$(\{?[1-9@*#])", top) is not None
+
+
+_WRITERS = re.compile(
+    r"\b(mkdir|touch|cp|mv|rm|tee|ln|dd|install|chmod|chown|truncate|sed\s+-i|tar|unzip|zip"
+    r"|git|useradd)\b"
+)
+
+
+def _may_write(language: str, code: str) -> bool:
+    """Whether an example script may write files (its writes are then undone after the
+    snapshot): python, a redirection other than to /dev/null or another descriptor, or a
+    program that creates, moves or changes files."""
+    if language == "python":
+        return True
+    plain = re.sub(r"[0-9]*>&[0-9-]|[0-9]*>+\s*/dev/null", "", code)
+    return ">" in plain or _WRITERS.search(plain) is not None
 
 
 def reads_answer(record: dict[str, Any]) -> bool:
@@ -159,11 +176,14 @@ class OSEpisode(Episode):
             return None
         if example is None or _reads_arguments(*example):
             return None
-        before = container.changes()
+        undo = _may_write(*example)
+        if undo:
+            container.mark_paths()
         status, output = container.run_script(
             example[0], example[1], (), bounds.SCORE_TIMEOUT_S, trusted_tools=True
         )
-        container.remove(container.changes() - before)
+        if undo:
+            container.remove(container.added_paths())
         return None if status is None else (status, output)
 
     def _take_booted(self) -> TaskContainer | None:

@@ -137,3 +137,13 @@ def test_a_check_reads_the_answer_only_where_its_top_level_names_its_arguments()
     assert not _reads_arguments("bash", 'count() {\n  local dir=$1\n  echo "$dir"\n}\ncount /x')
     dev = load_tasks(DEV).by_id()
     assert not OSEnvironment().oracle(dev["dev.3"])["answers"]  # calc: its checks run calc
+
+
+def test_a_snapshot_is_undone_only_where_the_example_may_write():
+    from harnessctl.envs.os_interaction.episode import _may_write
+
+    assert not _may_write("bash", "find /home -type f 2>/dev/null | wc -l")
+    assert not _may_write("bash", "ls -a /home 2>&1 | grep '^\\.' | wc -l")
+    assert _may_write("bash", "mkdir -p ~/a/{b,c} && find ~/a -type d | wc -l")
+    assert _may_write("bash", "sort x | uniq > bob_sold.txt; rm bob_sold.txt")
+    assert _may_write("python", "print(1)")

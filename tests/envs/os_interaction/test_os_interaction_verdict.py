@@ -137,3 +137,20 @@ def test_start_leaves_the_agent_in_its_user_and_directory(tmp_path):
         assert not int(caps["CapBnd"], 16) & (1 << 29), caps  # CAP_AUDIT_WRITE
     finally:
         played.close()
+
+
+def test_the_snapshot_of_the_expected_answer_leaves_the_system_as_setup_left_it():
+    """7.bootstrap.52's example creates the directories it counts: run before the agent's
+    first command (the snapshot), what it created is removed again, so the agent finds the
+    system as AgentBench's setup leaves it (only the main directory the init made)."""
+    task = load_tasks(ROOT / "examples" / "os_interaction" / "standard").by_id()["7.bootstrap.52"]
+    env = OSEnvironment(command_timeout_s=10)
+    played = env.open_episode(task, 0)
+    played.reset()
+    try:
+        assert played.expected == (0, "13\n")  # StudentFiles, 3 classes, 9 projects
+        seen = played.step("bash", "find ~/StudentFiles | sort", None).observation
+        assert seen.split() == ["/root/StudentFiles"], seen
+        assert env.score(task, ROOT, "13", played).success
+    finally:
+        played.close()
