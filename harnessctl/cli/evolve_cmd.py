@@ -190,31 +190,43 @@ def evolve_command(
     (--gate) at the run's --alpha (--error-control), checked on the whole split (--guard), and
     committed as harnesses/<base>.<dir>.rN. Says first what its budget can detect."""
     from ..evolve.engine import Engine
-    from ..sandbox import Limits
     from ..workspace import load_workspace
     from .evolve_view import direction_log, render_evolve_result
     from .progress import rollout_progress
     from .render import err_console
 
+    options = dict(locals())  # every flag by name, read by _request
     ws = load_workspace()
-    spec = ws.load_harness(base)
-    pol = policy_of(ws, policy, param, spec.manifest.env)
-    where = placement(ws, workers, sandbox, executor, ray_address, fresh_container)
-    budgets = dict(limits=Limits(timeout_s=timeout), max_calls=max_calls, max_tokens=max_tokens)
-    evaluation = eval_request(
-        ws, spec, suite, pol, where, split=split, **budgets, rollouts=rollouts
-    )
-    judge: dict = dict(rounds=rounds, batch_size=batch, control_size=control, alpha=alpha)
-    judge |= dict(min_net=min_net, confirm_seeds=confirm_seeds, error_control=error_control)
-    stops: dict = dict(editor_retries=editor_retries, max_edits=max_edits, gate=gate)
-    stops |= dict(max_editor_cost=max_editor_cost, max_looks=max_looks, design=design)
-    stops |= dict(guard=guard, guard_alpha=guard_alpha, error_scope=error_control_scope)
-    stops |= dict(allow_weak_gate=allow_weak_gate)
-    request = evolve_request(ws, evaluation, directions, editor, editor_param, **judge, **stops)
+    request = _request(ws, options)
     log = direction_log(enabled=True)  # stderr: --json keeps stdout pure
     with rollout_progress(err_console(), events=as_json) as progress:
         result = Engine(request, ws, ws.open_store(store), log=log, progress=progress).run()
-    render_evolve_result(spec, result, split=split, as_json=as_json)
+    render_evolve_result(request.base, result, split=split, as_json=as_json)
+
+
+def _request(ws, o: dict):
+    """The ``EvolveRequest`` of ``evolve``'s flags ``o`` (by their parameter names)."""
+    from ..sandbox import Limits
+
+    spec = ws.load_harness(o["base"])
+    pol = policy_of(ws, o["policy"], o["param"], spec.manifest.env)
+    where = placement(
+        ws, o["workers"], o["sandbox"], o["executor"], o["ray_address"], o["fresh_container"]
+    )
+    evaluation = eval_request(
+        ws, spec, o["suite"], pol, where, split=o["split"], rollouts=o["rollouts"],
+        limits=Limits(timeout_s=o["timeout"]), max_calls=o["max_calls"],
+        max_tokens=o["max_tokens"],
+    )  # fmt: skip
+    same = ("rounds", "alpha", "min_net", "confirm_seeds", "error_control", "editor_retries")
+    same += ("max_edits", "gate", "max_editor_cost", "max_looks", "design", "guard")
+    same += ("guard_alpha", "allow_weak_gate")
+    settings = {name: o[name] for name in same}
+    settings |= dict(batch_size=o["batch"], control_size=o["control"])
+    settings |= dict(error_scope=o["error_control_scope"])
+    return evolve_request(
+        ws, evaluation, o["directions"], o["editor"], o["editor_param"], **settings
+    )
 
 
 def evolve_request(ws, evaluation, directions: str | None, editor: str, editor_param, **settings):

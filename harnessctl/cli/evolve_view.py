@@ -28,6 +28,37 @@ def render_evolve_result(base, result, *, split: str, as_json: bool) -> None:
         render_evolve(console(), base, result, split)
 
 
+def _gate_notes(console: Console, result) -> None:
+    """What the gate that ran controlled: error control, the split guard, the budget, the
+    workspace's earlier judgements."""
+    if result.error_control:
+        console.print(f"error control: {escape(result.error_control)}", soft_wrap=True)
+    if result.guard:
+        console.print(f"split guard: {escape(result.guard)}", soft_wrap=True)
+    if result.budget:
+        from ..evolve.power import Budget
+
+        console.print(escape(Budget.model_validate(result.budget).text()), soft_wrap=True)
+    if result.history:
+        from ..evolve.history import History
+
+        console.print(escape(History.model_validate(result.history).text()), soft_wrap=True)
+
+
+def _lineage(base, result) -> Tree:
+    """The accepted variants as a tree under the base."""
+    tree = Tree(f"[bold]{escape(base.name)}[/]")
+    nodes = {base.name: tree}
+    for v in result.variants:
+        parent = nodes.get(v.parent, tree)
+        label = (
+            f"{escape(v.name)} [dim]({escape(v.direction)}, edit {escape(v.edit_id[:8])}, "
+            f"rescues reproduce {escape(reproduce_cell(v.reproduction))})[/]"
+        )
+        nodes[v.name] = parent.add(label)
+    return tree
+
+
 def render_evolve(console: Console, base, result, split: str) -> None:
     table = Table(
         title=f"evolve {result.evolve_id} from {escape(base.name)} "
@@ -51,18 +82,7 @@ def render_evolve(console: Console, base, result, split: str) -> None:
             f"${v.cost_usd:.4f}",
         )
     console.print(table)
-    if result.error_control:
-        console.print(f"error control: {escape(result.error_control)}", soft_wrap=True)
-    if result.guard:
-        console.print(f"split guard: {escape(result.guard)}", soft_wrap=True)
-    if result.budget:
-        from ..evolve.power import Budget
-
-        console.print(escape(Budget.model_validate(result.budget).text()), soft_wrap=True)
-    if result.history:
-        from ..evolve.history import History
-
-        console.print(escape(History.model_validate(result.history).text()), soft_wrap=True)
+    _gate_notes(console, result)
     largest = max((v.rescues for v in result.best.values()), default=0)
     console.print(
         f"union of pair rescues vs the base: {result.union_rescues} (task, seed) pairs "
@@ -85,15 +105,6 @@ def render_evolve(console: Console, base, result, split: str) -> None:
         f"edits: {len(result.edits)} proposed, {accepted} accepted, "
         f"{rejected} rejected by validation"
     )
-    tree = Tree(f"[bold]{escape(base.name)}[/]")
-    nodes = {base.name: tree}
-    for v in result.variants:
-        parent = nodes.get(v.parent, tree)
-        label = (
-            f"{escape(v.name)} [dim]({escape(v.direction)}, edit {escape(v.edit_id[:8])}, "
-            f"rescues reproduce {escape(reproduce_cell(v.reproduction))})[/]"
-        )
-        nodes[v.name] = parent.add(label)
-    console.print(tree)
+    console.print(_lineage(base, result))
     if result.stopped:
         console.print(f"[yellow]stopped early: {escape(str(result.stopped))}[/]")

@@ -53,8 +53,7 @@ def export_pool_command(
     and SHA256SUMS, plus a single-file archive. Refuses harnesses with uncommitted changes.
     Leaves out siblings whose rescues do not reproduce (named) unless --include-unreproduced.
     Prints the split and size of each profile it froze."""
-    from ..errors import ConfigError, HarnessctlError
-    from ..pool.export import check_committed, export_pool, reproducible
+    from ..pool.export import check_committed, export_pool
     from ..profiles.runner import edit_reproductions, load_profiles
     from ..workspace import load_workspace
 
@@ -63,37 +62,48 @@ def export_pool_command(
     pol = policy_of(ws, policy, param, loaded.config.env)
     db = ws.open_store(store)
     specs = _profiled(ws, db, harnesses, pol.id, loaded.name)
-    try:
-        base_spec = ws.base_harness(base, [s.name for s in specs])
-    except ConfigError:
-        if suite is None:  # the real cause may be the missing --suite: name it first
-            _one_environment(ws, harnesses)
-        raise
+    base_spec = _base(ws, base, specs, harnesses, suite)
     aux = [s for s in specs if s.hash != base_spec.hash]
     reproductions = edit_reproductions(db, aux)
-    aux, left_out = reproducible(aux, reproductions, include=include_unreproduced)
+    aux, left_out = _reproducible(specs, aux, reproductions, include_unreproduced)
+    check_committed(ws.root, [base_spec, *aux])  # before profiles: name the real problem
+    profiles = load_profiles(
+        db, [base_spec, *aux], policy_id=pol.id, suite=loaded.name, split=split
+    )
+    path = export_pool(
+        name=name, harnesses=aux, base=base_spec, profiles=profiles, out=out.resolve(),
+        repo_root=ws.root, policy_id=pol.id, suite=loaded.name, reproductions=reproductions,
+    )  # fmt: skip
+    render_exported(path, as_json=as_json, profiles=profiles, left_out=left_out)
+
+
+def _base(ws, base: str | None, specs: list, harnesses: list[str] | None, suite: str | None):
+    """The pool's base harness; without --suite, a pool of several environments is named
+    first (the real cause of an unresolved base)."""
+    from ..errors import ConfigError
+
+    try:
+        return ws.base_harness(base, [s.name for s in specs])
+    except ConfigError:
+        if suite is None:
+            _one_environment(ws, harnesses)
+        raise
+
+
+def _reproducible(specs: list, aux: list, reproductions: dict, include: bool):
+    """The siblings whose rescues reproduce (all with ``include``) and those left out, by
+    name with why; none left of several: an error naming each."""
+    from ..errors import HarnessctlError
+    from ..pool.export import reproducible
+
+    aux, left_out = reproducible(aux, reproductions, include=include)
     if specs and not aux and left_out:
         raise HarnessctlError(
             "no sibling left for the pool: "
             + "; ".join(f"{n}: {why}" for n, why in left_out.items())
             + " (--include-unreproduced keeps them)"
         )
-    check_committed(ws.root, [base_spec, *aux])  # before profiles: name the real problem
-    profiles = load_profiles(
-        db, [base_spec, *aux], policy_id=pol.id, suite=loaded.name, split=split
-    )
-    path = export_pool(
-        name=name,
-        harnesses=aux,
-        base=base_spec,
-        profiles=profiles,
-        out=out.resolve(),
-        repo_root=ws.root,
-        policy_id=pol.id,
-        suite=loaded.name,
-        reproductions=reproductions,
-    )
-    render_exported(path, as_json=as_json, profiles=profiles, left_out=left_out)
+    return aux, left_out
 
 
 def _profiled(ws, db, harnesses: list[str] | None, policy_id: str, suite: str) -> list:
