@@ -244,8 +244,9 @@ def test_a_child_is_built_from_the_hashed_files_only(tmp_path):
     harness = make_harness(tmp_path, "parent")
     plant_excluded(harness)
     parent = load_harness(harness)
-    line = "Table and column names with spaces or symbols must be quoted with backticks.\n"
-    patch = f"prompts/system.md\n<<<<<<< SEARCH\n{line}=======\nQuote names.\n>>>>>>> REPLACE\n"
+    line = "Your input will be raw MySQL response, you have to deal with it by yourself.\n"
+    prompt = "prompts/big_prompt.md"
+    patch = f"{prompt}\n<<<<<<< SEARCH\n{line}=======\nRaw rows.\n>>>>>>> REPLACE\n"
     direction = catalogue("dbbench")["context-construction"]
     child, _, _ = build_child(parent, direction, patch, tmp_path / "child", {"name": "child"})
     expected = {f.rel for f in read_tree(harness)}
