@@ -146,11 +146,19 @@ DBB_REPLIES = [
 ]
 
 
+def answered(req) -> bool:
+    """The conversation holds the policy's own earlier reply (an ``Action:``), not only the
+    "Ok." agent turn AgentBench's DBBench protocol injects."""
+    return any(
+        m.get("role") == "assistant" and "Action:" in str(m.get("content") or "")
+        for m in req["messages"]
+    )
+
+
 def dbbench_turns(req):
     """Two turns of a DBBench episode: a query, then (once the conversation has a reply) the
     answer; record 4 of the example suite's dev split is solved by them."""
-    answered = any(m.get("role") == "assistant" for m in req["messages"])
-    return DBB_REPLIES[1] if answered else DBB_REPLIES[0]
+    return DBB_REPLIES[1] if answered(req) else DBB_REPLIES[0]
 
 
 def dbbench_record(ws, n=4):

@@ -36,6 +36,7 @@ from harnessctl.integrations.skyrl import RescuingGenerator
 from harnessctl.pool import Pool, group_advantages
 from tests.helpers.openai_stub import OpenAIStub
 from tests.helpers.pools import (
+    answered,
     dbbench_record,
     dbbench_turns,
     toy_prompt,
@@ -376,7 +377,7 @@ def test_a_rollout_that_is_not_append_only_keeps_its_group(pool_dir, sky):
     records = [("solvable", dbbench_record(ws, 4))]
 
     def shifted(req):  # the second call's prompt does not extend the first call's tokens
-        return 7 if any(m["role"] == "assistant" for m in req["messages"]) else 0
+        return 7 if answered(req) else 0
 
     with OpenAIStub(vllm_reply(dbbench_turns, offset=shifted)) as stub, Pool.load(out) as pool:
         inner = BaseGenerator(Engines(stub.url), {"solvable": [0.0, 0.0]})
@@ -424,8 +425,7 @@ def test_a_rollout_whose_call_exceeds_max_input_length_keeps_its_group(pool_dir,
 
 def truncated_when_odd(req):
     """vLLM's finish_reason "length" on the answering call of rollouts with an odd seed."""
-    answered = any(m.get("role") == "assistant" for m in req["messages"])
-    return {"finish_reason": "length"} if answered and req.get("seed", 0) % 2 else {}
+    return {"finish_reason": "length"} if answered(req) and req.get("seed", 0) % 2 else {}
 
 
 def test_zero_reward_on_non_stop_and_overlong_filtering_apply_to_rescued_rows(pool_dir, sky):
