@@ -51,13 +51,15 @@ from .directions import Direction
 from .editors import SYSTEM, render_parts, retry_turn
 from .reward import HarnessTree, RewardRecipe, find_harness, judge, recipe_verdict
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # 2: the reward recipe names its function and holds every input
 # 3: rejected attempts and retry turns; self-contained recipes (parent tree, pairs as
 #    objects, no credentials); reference_reward from the record's own recipe (the stored one
 #    is metadata.judged_reward); SFT also as prompt/completion; no empty file
 # 4: the version field is named ``version``, as in every harnessctl record (was schema_version)
 # 5: metadata.reproduction: an accepted edit's claimed rescues re-tested
+# 6: metadata.env (the parent harness's environment); exports split by environment
+#    (--holdout-env) and prompts with at most --max-digests failure digests
 KINDS = ("sft", "sft_prompt_completion", "grpo")
 
 
@@ -135,6 +137,9 @@ class EditMeta(BaseModel):
     policy_id: str
     dataset_split: str
     tasks: list[str]
+    env: str | None = None
+    """The environment kind of the parent harness (its manifest's ``env``); None before
+    schema 6, or when the parent was not found."""
     reproduction: dict[str, Any] | None = None
     """An accepted edit's claimed rescues re-tested where its parent fails afresh (fresh seeds,
     held-out tasks of the same categories): ``claimed``, ``tested``, ``reproduced``,
@@ -210,6 +215,13 @@ class EditExport(_Versioned):
     the store)."""
     without_parent_tree: int = 0
     """GRPO records whose parent harness was not found (they need a workspace to score)."""
+    holdout_env: str | None = None
+    """Split by environment instead of by task: every record of this environment on the test
+    side, every other on train (``--holdout-env``)."""
+    max_digests: int | None = None
+    """Failure digests shown per prompt at most (None: every one of the record's side)."""
+    environments: dict[str, int] = {}
+    """GRPO records per environment (``unknown``: the parent was not found)."""
 
 
 def task_side(task_id: str, seed: int, test_fraction: float) -> str:
@@ -344,13 +356,21 @@ def export_edits(
     min_reward: float = 1e-9,
     store: Any = None,
     workspace: Any = None,
+    holdout_env: str | None = None,
+    max_digests: int | None = None,
 ) -> EditExport:
     """Write the dataset to ``out``; returns what was written (also ``manifest.json``).
 
     ``store`` (where the edits came from) gives per-pair outcomes when a record's reward
     needs them; ``workspace`` (a ``Workspace`` or its directory) gives each parent harness's
     files (without one, or when the parent is gone, a record holds its parent's hash only
-    and is counted in ``without_parent_tree``)."""
+    and is counted in ``without_parent_tree``).
+
+    ``holdout_env`` splits by environment instead of by task: every record of that
+    environment goes to test with all its tasks, every other to train, so a model trained on
+    the train side never saw the environment (an edit whose environment is unknown is left
+    out: ``env_unknown``). ``max_digests`` keeps at most that many failure digests in each
+    prompt (shorter prompts for small machines; the reward's pairs are unchanged)."""
     if workspace is not None and not hasattr(workspace, "harness_dirs"):
         from ..workspace import load_workspace
 
@@ -360,6 +380,7 @@ def export_edits(
     for edit in edits:
         rounds[edit.evolve_id, edit.parent_hash, edit.direction, edit.round].append(edit)
     trees: dict[str, HarnessTree | None] = {}
+    envs: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
     without_tree = 0
     for edit in edits:
@@ -367,25 +388,32 @@ def export_edits(
         if "digests" not in metrics:
             skipped["no_context"] += 1  # recorded before edits kept what the editor saw
             continue
+        if edit.parent_hash not in trees:
+            trees[edit.parent_hash] = _tree(workspace, edit.parent_hash, edit.parent_name)
+        env = _env(trees[edit.parent_hash], workspace, edit.parent_name)
         tasks = [t for t, _ in metrics["batch"]]
-        sides = [task_side(t, seed, test_fraction) for t in tasks]
-        side = "test" if sides.count("test") > sides.count("train") else "train"
-        keep = {
-            t
-            for t in set(tasks) | {t for t, _ in metrics["control"]}
-            if task_side(t, seed, test_fraction) == side
-        }
+        every = set(tasks) | {t for t, _ in metrics["control"]}
+        if holdout_env is not None:  # by environment: all its tasks on one side
+            if env is None:
+                skipped["env_unknown"] += 1
+                continue
+            side = "test" if env == holdout_env else "train"
+            keep = every
+        else:
+            sides = [task_side(t, seed, test_fraction) for t in tasks]
+            side = "test" if sides.count("test") > sides.count("train") else "train"
+            keep = {t for t in every if task_side(t, seed, test_fraction) == side}
         full = full_recipe(edit, metrics)
         kept = kept_recipe(full, keep)
         reference = reference_reward(edit, metrics, full, kept, store)
         if reference is None:
             skipped["reference_reward_unknown"] += 1
             continue
-        if edit.parent_hash not in trees:
-            trees[edit.parent_hash] = _tree(workspace, edit.parent_hash, edit.parent_name)
         kept = kept.model_copy(update={"parent_tree": trees[edit.parent_hash]})
         without_tree += kept.parent_tree is None
         digests = [d["text"] for d in metrics["digests"] if d["task_id"] in keep]
+        if max_digests is not None:
+            digests = digests[:max_digests]
         direction = Direction.model_validate(metrics["direction"])
         prompt = [
             Message(role="system", content=SYSTEM),
@@ -402,7 +430,7 @@ def export_edits(
         for rejected in earlier:
             prompt.append(Message(role="assistant", content=rejected.response))
             prompt.append(Message(**retry_turn(f"{rejected.reason}: {rejected.detail}")))
-        meta = _meta(edit, metrics, full, side, keep, len(earlier))
+        meta = _meta(edit, metrics, full, side, keep, len(earlier), env)
         response = edit.patch or edit.response
         grpo = GRPORecord(
             prompt=prompt,
@@ -412,6 +440,7 @@ def export_edits(
             metadata=meta,
         )
         rows[f"grpo/{side}"].append(grpo.model_dump_json())
+        envs[env or "unknown"] += 1
         if edit.accepted and edit.reward >= min_reward:
             answer = Message(role="assistant", content=response)
             turns = [Turn(**m.model_dump(), weight=0) for m in prompt]
@@ -419,7 +448,8 @@ def export_edits(
             rows[f"sft/{side}"].append(sft.model_dump_json())
             pc = SFTPromptCompletionRecord(prompt=prompt, completion=[answer], metadata=meta)
             rows[f"sft_prompt_completion/{side}"].append(pc.model_dump_json())
-    return _write(out, rows, test_fraction, seed, min_reward, dict(skipped), without_tree)
+    split = {"holdout_env": holdout_env, "max_digests": max_digests, "environments": dict(envs)}
+    return _write(out, rows, test_fraction, seed, min_reward, dict(skipped), without_tree, split)
 
 
 def _tree(workspace: Any, parent_hash: str, name: str) -> HarnessTree | None:
@@ -431,7 +461,24 @@ def _tree(workspace: Any, parent_hash: str, name: str) -> HarnessTree | None:
         return None
 
 
-def _meta(edit, metrics: dict, full: RewardRecipe, side: str, keep: set, retries: int):
+def _env(tree: HarnessTree | None, workspace: Any, name: str) -> str | None:
+    """The environment of an edit's parent: its tree's manifest, else the workspace's harness
+    of that name (the environment a harness name runs in does not change with its edits)."""
+    import yaml
+
+    for item in tree.files if tree is not None else []:
+        if item.path == "harness.yaml" and item.encoding == "utf-8":
+            data = yaml.safe_load(item.content)
+            return data.get("env") if isinstance(data, dict) else None
+    if workspace is None:
+        return None
+    try:
+        return workspace.load_harness(name).manifest.env
+    except HarnessctlError:
+        return None
+
+
+def _meta(edit, metrics: dict, full: RewardRecipe, side: str, keep: set, retries: int, env):
     return EditMeta(
         edit_id=edit.id,
         evolve_id=edit.evolve_id,
@@ -458,6 +505,7 @@ def _meta(edit, metrics: dict, full: RewardRecipe, side: str, keep: set, retries
         dataset_split=side,
         tasks=sorted(keep),
         reproduction=_reproduction(metrics),
+        env=env,
     )
 
 
@@ -468,10 +516,16 @@ def _reproduction(metrics: dict) -> dict[str, Any] | None:
     return None if found is None else found.summary()
 
 
-def _why_empty(name: str, rows: dict[str, list[str]], test_fraction: float) -> str:
+def _why_empty(
+    name: str, rows: dict[str, list[str]], test_fraction: float, holdout: str | None = None
+) -> str:
     kind, side = name.split("/")
     if not any(rows[f"grpo/{s}"] for s in SIDES):
         return "no edit record with the editor's context to export"
+    if not rows[f"grpo/{side}"] and holdout is not None:
+        if side == "test":
+            return f"no edit record of the held-out environment {holdout!r}"
+        return f"every edit record is of the held-out environment {holdout!r}"
     if not rows[f"grpo/{side}"]:
         if side == "test" and test_fraction == 0:
             return "--test-fraction is 0: every task is on the train side"
@@ -483,7 +537,9 @@ def _why_empty(name: str, rows: dict[str, list[str]], test_fraction: float) -> s
     return f"no accepted edit on the {side} side has at least --min-reward"
 
 
-def _write(out: Path, rows, test_fraction, seed, min_reward, skipped, without_tree) -> EditExport:
+def _write(
+    out: Path, rows, test_fraction, seed, min_reward, skipped, without_tree, split: dict
+) -> EditExport:
     out.mkdir(parents=True, exist_ok=True)
     files, not_written = {}, {}
     for name, lines in rows.items():
@@ -494,7 +550,7 @@ def _write(out: Path, rows, test_fraction, seed, min_reward, skipped, without_tr
             files[name] = f"{name}.jsonl"
         else:
             path.unlink(missing_ok=True)  # an earlier export's file is not this one's
-            not_written[name] = _why_empty(name, rows, test_fraction)
+            not_written[name] = _why_empty(name, rows, test_fraction, split["holdout_env"])
     schema = {
         "sft": SFTRecord.model_json_schema(),
         "sft_prompt_completion": SFTPromptCompletionRecord.model_json_schema(),
@@ -510,6 +566,7 @@ def _write(out: Path, rows, test_fraction, seed, min_reward, skipped, without_tr
         not_written=not_written,
         skipped=skipped,
         without_parent_tree=without_tree,
+        **split,
     )
     (out / "manifest.json").write_text(export.model_dump_json(indent=2) + "\n")
     (out / "README.md").write_text(_card(files), encoding="utf-8")
