@@ -21,6 +21,7 @@ from . import (
     route_cmd,
     runs_cmd,
     show_cmd,
+    train_engineer_cmd,
     view_cmd,
 )
 from .render import handle_errors
@@ -88,6 +89,7 @@ app.command("runs")(handle_errors(runs_cmd.runs_command))
 app.command("compare")(handle_errors(runs_cmd.compare_command))
 app.command("view")(handle_errors(view_cmd.view_command))
 app.command("bench")(handle_errors(bench_cmd.bench_command))
+app.command("train-engineer")(handle_errors(train_engineer_cmd.train_engineer_command))
 
 
 def main() -> None:

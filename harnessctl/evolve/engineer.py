@@ -51,6 +51,7 @@ __all__ = [
     "PatchScorer",
     "ScoreCache",
     "TRLReward",
+    "ValidityReward",
     "completion_text",
     "make_trl_reward",
     "score_patch",
@@ -172,9 +173,16 @@ class PatchScorer:
             if workspace is None or isinstance(workspace, Workspace)
             else load_workspace(Path(workspace))
         )
-        self.suite = suite if suite is None or isinstance(suite, Suite) else load_suite(suite)
-        if self.suite is not None:  # computed once here, not by threads racing for it
-            _ = self.suite.id, self.suite.environment
+        many = isinstance(suite, list | tuple)
+        suites = [s if isinstance(s, Suite) else load_suite(s) for s in (suite if many else [])]
+        # several environments' records: each recipe names its suite by id
+        self.suite = None if many else suite
+        if self.suite is not None and not isinstance(self.suite, Suite):
+            self.suite = load_suite(self.suite)
+        self.suites: dict[str, Any] = {s.id: s for s in suites}
+        for one in [self.suite, *suites]:
+            if one is not None:  # computed once here, not by threads racing for it
+                _ = one.id, one.environment
         self.policy, self.sandbox, self.workers = policy, sandbox, workers
         self.timeout_s, self.timeout_reward = timeout_s, timeout_reward
         self.cache = ScoreCache() if cache == "new" else cache
@@ -270,17 +278,60 @@ class PatchScorer:
             if event == "rollout" and cancel.is_set():
                 raise _Cancelled("scoring cancelled: it timed out")
 
+        guarded = self._guard(recipe, text)
+        if guarded is not None:
+            return guarded
+
         return reward_for_record(
             recipe,
             text,
             workspace=self.workspace,
-            suite=self.suite,
+            suite=self._suite_of(recipe),
             store=self.store,
             policy=self.policy,
             sandbox=self.sandbox,
             workers=self.workers,
             progress=progress,
             parent=self._parent(recipe),
+        )
+
+    def _suite_of(self, recipe: RewardRecipe) -> Any:
+        """The suite to re-run the recipe's tasks from: the one given, else the one of the
+        given suites with the recipe's id (None: the workspace's)."""
+        if not self.suites:
+            return self.suite
+        if recipe.suite not in self.suites:
+            known = ", ".join(sorted(self.suites))
+            raise HarnessctlError(f"no suite {recipe.suite} among the scorer's ({known})")
+        return self.suites[recipe.suite]
+
+    def _guard(self, recipe: RewardRecipe, text: str) -> EditVerdict | None:
+        """A verdict of ``rejected`` for a patch that games the scorer (:mod:`.guards`),
+        before anything is built or run; None for any other (parsed or not: validation
+        then says what is wrong with it)."""
+        from .directions import Direction
+        from .guards import gaming_paths
+        from .patch import PatchError, parse_patch
+
+        if recipe.direction is None:
+            return None
+        try:
+            blocks = parse_patch(text)
+        except PatchError:
+            return None
+        tree = recipe.parent_tree
+        existing = {f.path for f in tree.files} if tree is not None else set()
+        why = gaming_paths(Direction.model_validate(recipe.direction), blocks, existing)
+        if why is None:
+            return None
+        return EditVerdict(
+            status="rejected",
+            accepted=False,
+            reward=recipe.invalid_reward,
+            reason="games_the_scorer",
+            detail=why,
+            batch_size=len(recipe.batch),
+            control_size=len(recipe.control),
         )
 
     def _parent(self, recipe: RewardRecipe):
@@ -418,6 +469,20 @@ class TRLReward:
 
     def close(self) -> None:
         self.scorer.close()
+
+
+class ValidityReward(TRLReward):
+    """A shaping reward over the same scorer (and cache) as a :class:`TRLReward`: 1.0 for a
+    completion whose patch passed validation and was re-run, 0.0 otherwise. TRL logs it
+    apart from the realised reward (``rewards/patch_validity/mean``); its weight is the
+    trainer's ``reward_weights``. Scoring twice costs nothing: the second is a cache hit."""
+
+    def __call__(self, prompts=None, completions=None, completion_ids=None, *, reward=None,
+                 log_extra=None, log_metric=None, **columns: Any) -> list[float]:  # fmt: skip
+        if completions is None or reward is None:
+            raise TypeError(f"{self.__name__}: needs completions and the 'reward' column")
+        scores = self.scorer.assess_many(list(reward), list(completions), self.max_workers)
+        return [1.0 if s.status == "evaluated" else 0.0 for s in scores]
 
 
 def make_trl_reward(
