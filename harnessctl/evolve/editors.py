@@ -8,6 +8,8 @@ Two editors share one interface and one downstream path (parse, apply, validate,
   repairs that the harness's environment ships with its directions (``repairs/``), chosen by
   matching their signals against the failure digests. It is rule-based, not a model, and
   says so in every response.
+- ``EngineerEditor`` (``--editor engineer:DIR``, :mod:`harnessctl.engineer.editor`): a
+  harness engineer trained by ``harnessctl train-engineer``, run with transformers.
 
 Editors are plugins of one registry (:data:`EDITORS`, entry point group
 ``harnessctl.editors``): a name maps to a factory ``(workspace=, family=, params=) -> Editor``;
@@ -297,17 +299,26 @@ EDITORS: Registry[Editor] = Registry(
     {
         "rules": "harnessctl.evolve.editors:rule_editor",
         "null": "harnessctl.evolve.null:null_editor",
+        "engineer": "harnessctl.engineer.editor:engineer_editor",
     },
     option="--editor",
 )
+BUILTIN_WITH_ARGUMENT = ("engineer",)
+"""Editors written ``NAME:ARGUMENT`` (``engineer:DIR``): checked before the dotted form, which
+``engineer:dir`` would otherwise match as ``module:factory``."""
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")  # package.module:factory
 
 
 def make_editor(
     spec: str, *, workspace: Path | None = None, family: str, params: dict | None = None
 ) -> Editor:
-    """A registered editor (``rules``, a plugin's name or ``package.module:factory``), else an
-    ``LLMEditor`` for ``spec`` as a litellm model string."""
+    """A registered editor (``rules``, a plugin's name or ``package.module:factory``; a
+    registered name with an argument, ``engineer:DIR``, passes it as the param ``model``),
+    else an ``LLMEditor`` for ``spec`` as a litellm model string."""
+    name, _, argument = spec.partition(":")
+    if argument and name in BUILTIN_WITH_ARGUMENT:
+        params = {**(params or {}), "model": argument}
+        return EDITORS.get(name)(workspace=workspace, family=family, params=params)
     if spec in EDITORS.names() or _DOTTED.match(spec):
         return EDITORS.get(spec)(workspace=workspace, family=family, params=params)
     return LLMEditor(spec, params)
