@@ -14,14 +14,23 @@ from tests.helpers.workspaces import KEPT_ENV
 
 SLOW_FIXTURES = frozenset({"dbbench_world", "small_pool"})
 """Session fixtures that run an evolve: every test using one is in the slow tier."""
+WORLD_FIXTURES = SLOW_FIXTURES | {"miniwob_world", "pool_dir", "world_ws"}
+"""Session fixtures whose build is charged to the first test that uses them."""
+WORLD_TIMEOUT_S = 900
+"""That test's limit (its own and the world's build; the build's commands are bounded by the
+same 900 s): the 300 s default is a hung test's, not an evolve's on a loaded machine."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tiers: ``-m "not slow"`` is the fast tier for the edit-test loop (README, "Tests");
-    a test is slow when it or its module is marked so, or it uses a costly session fixture."""
+    a test is slow when it or its module is marked so, or it uses a costly session fixture.
+    A test that may build a session world gets the world's time limit unless it names its own."""
     for item in items:
-        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        used = set(getattr(item, "fixturenames", ()))
+        if SLOW_FIXTURES & used:
             item.add_marker(pytest.mark.slow)
+        if WORLD_FIXTURES & used and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(WORLD_TIMEOUT_S))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
