@@ -218,9 +218,9 @@ def _request(ws, o: dict):
         limits=Limits(timeout_s=o["timeout"]), max_calls=o["max_calls"],
         max_tokens=o["max_tokens"],
     )  # fmt: skip
-    same = ("rounds", "alpha", "min_net", "confirm_seeds", "error_control", "editor_retries")
-    same += ("max_edits", "gate", "max_editor_cost", "max_looks", "design", "guard")
-    same += ("guard_alpha", "allow_weak_gate")
+    same: tuple[str, ...] = ("rounds", "alpha", "min_net", "confirm_seeds", "error_control")
+    same += ("editor_retries", "max_edits", "gate", "max_editor_cost", "max_looks", "design")
+    same += ("guard", "guard_alpha", "allow_weak_gate")
     settings = {name: o[name] for name in same}
     settings |= dict(batch_size=o["batch"], control_size=o["control"])
     settings |= dict(error_scope=o["error_control_scope"])
