@@ -140,7 +140,11 @@ class LLMEditor:
     decoded under its JSON schema (``response_format``): a small model that drifts out of the
     block format (a 1.5B wrote fenced code with no SEARCH line) cannot leave a schema."""
 
-    def __init__(self, model: str, params: dict | None = None, timeout_s: float = 120.0) -> None:
+    def __init__(
+        self, model: str, params: dict | None = None, timeout_s: float | None = None
+    ) -> None:
+        # None: the gateway's default for the endpoint (a loopback server is waited for longer
+        # and never sent the call again, harnessctl.gateway.llm.call_timeout)
         self.model = model
         self.params = dict(params or {})
         self.timeout_s = timeout_s
