@@ -28,7 +28,7 @@ def test_hash_changes_with_any_file_and_ignores_bytecode(harness_copy):
     (harness_copy / "__pycache__").mkdir()
     (harness_copy / "__pycache__" / "harness.cpython-311.pyc").write_bytes(b"junk")
     assert tree_hash(harness_copy) == before
-    prompt = harness_copy / "prompts" / "system.md"
+    prompt = harness_copy / "prompts" / "big_prompt.md"
     prompt.write_text(prompt.read_text() + " ")
     assert tree_hash(harness_copy) != before
 
@@ -86,13 +86,13 @@ def test_symlinks_are_refused(harness_copy):
 def test_runtime_settings_are_checked_on_the_host(harness_copy):
     path = harness_copy / "harness.yaml"
     text = path.read_text()
-    assert "max_rounds: 15" in text
-    path.write_text(text.replace("max_rounds: 15", 'max_rounds: "fifteen"'))
+    assert "max_rounds: 16" in text
+    path.write_text(text.replace("max_rounds: 16", 'max_rounds: "fifteen"'))
     with pytest.raises(ConfigError) as err:
         load_harness(harness_copy)
     assert err.value.where == f"{path}: settings.max_rounds"
-    path.write_text(text.replace("max_rounds: 15", "max_rounds: 0\n  my_own: anything"))
+    path.write_text(text.replace("max_rounds: 16", "max_rounds: 0\n  my_own: anything"))
     with pytest.raises(ConfigError, match="greater than or equal to 1"):
         load_harness(harness_copy)
-    path.write_text(text.replace("max_rounds: 15", "max_rounds: 9\n  my_own: anything"))
+    path.write_text(text.replace("max_rounds: 16", "max_rounds: 9\n  my_own: anything"))
     assert load_harness(harness_copy).manifest.settings["my_own"] == "anything"

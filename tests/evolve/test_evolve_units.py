@@ -99,12 +99,12 @@ def test_build_child_enforces_scope_and_budget(tmp_path):
     with pytest.raises(Rejected) as err:
         build_child(parent, directions["termination"], patch, tmp_path / "c", {"name": "c"})
     assert err.value.reason == "over_budget"
-    line = "Table and column names with spaces or symbols must be quoted with backticks.\n"
-    prompt = f"prompts/system.md\n<<<<<<< SEARCH\n{line}=======\nQuote names.\n>>>>>>> REPLACE\n"
+    line = "Your input will be raw MySQL response, you have to deal with it by yourself.\n"
+    prompt = f"prompts/big_prompt.md\n<<<<<<< SEARCH\n{line}=======\nRaw rows.\n>>>>>>> REPLACE\n"
     with pytest.raises(Rejected) as err:
         build_child(parent, directions["execution-recovery"], prompt, tmp_path / "c", {"name": "c"})
     assert err.value.reason == "out_of_scope"
-    same = f"prompts/system.md\n<<<<<<< SEARCH\n{line}=======\n{line}>>>>>>> REPLACE\n"
+    same = f"prompts/big_prompt.md\n<<<<<<< SEARCH\n{line}=======\n{line}>>>>>>> REPLACE\n"
     with pytest.raises(Rejected) as err:  # a proposal that is the parent again
         build_child(parent, directions["context-construction"], same, tmp_path / "c", {"name": "c"})
     assert err.value.reason == "no_change"
@@ -116,8 +116,8 @@ def test_build_child_enforces_scope_and_budget(tmp_path):
         {"name": "child", "parent": "dbbench-base"},
     )
     assert child.name == "child" and child.manifest.parent == "dbbench-base"
-    assert "+Quote names." in diff and child.hash != parent.hash
-    assert line in (BASE_HARNESS / "prompts" / "system.md").read_text()  # parent untouched
+    assert "+Raw rows." in diff and child.hash != parent.hash
+    assert line in (BASE_HARNESS / "prompts" / "big_prompt.md").read_text()  # parent untouched
     shutil.rmtree(tmp_path / "c")
 
 

@@ -160,7 +160,7 @@ def test_a_pool_of_the_previous_format_loads_and_a_newer_one_is_refused(exported
 def test_export_refuses_uncommitted_harness_changes(exported, tmp_path):
     ws, _, names = exported
     aux = next(n for n in names if n != "dbbench-base")
-    target = ws / "harnesses" / aux / "prompts" / "system.md"
+    target = ws / "harnesses" / aux / "prompts" / "big_prompt.md"
     original = target.read_text()
     target.write_text(original + "\nuncommitted\n")
     try:

@@ -222,7 +222,7 @@ def test_hostile_trajectory_text_leaves_the_report_viewer_working(tmp_path):
     shutil.copytree(ws / "harnesses" / "dbbench-base", harness)
     manifest = harness / "harness.yaml"
     manifest.write_text(manifest.read_text().replace("dbbench-base", "hostile-report"))
-    prompt = harness / "prompts" / "system.md"
+    prompt = harness / "prompts" / "big_prompt.md"
     prompt.write_text(REPORT_HOSTILE + "\n" + prompt.read_text())
     env = {**os.environ, "HARNESSCTL_WORKSPACE": str(ws)}
     for args in (
