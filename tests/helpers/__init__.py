@@ -5,6 +5,9 @@
 - ``workspaces``: isolated workspaces for module- and session-scoped fixtures
 - ``worlds``: the session worlds (each environment's README evolve, run once per session)
 - ``evals``, ``ray``, ``gateway``, ``docker``: requests, stores and fixtures of those tests
+- ``agentbench_os``: AgentBench v0.2's OS judge, written from its behaviour (the verdict
+  agreement's reference); ``miniwob_world``: MiniWoB++'s session world; ``engineer``: the
+  harness-engineer tests' corpus
 - ``ci``, ``openai_stub``, ``os_env``, ``pools``, ``profiles``, ``stores``, ``evolve``,
   ``tiny_model``: as their docstrings say
 """
