@@ -33,7 +33,8 @@ Per regime it measures, and prints with 95% intervals:
 Exits 1 when a claim fails: run-level false discovery above `--alpha`; the per-judgement level
 above the first judgement's level (alpha / m, what the README quotes); trade-off runs that
 commit one above `--alpha`; power at `--power-effect` split points (15; on a base with less
-headroom, the largest measured effect within it) below `--min-power`. `--rule` swaps the
+headroom, the largest measured effect within it, down to `--min-checked-effect`, 10: a very
+strong base's power is reported, not checked) below `--min-power`. `--rule` swaps the
 rule to check the benchmark itself: `no-guard` (the gate without the split guard),
 `always`, `never` and `--error-control none` each fail it; `same-batch` is the earlier
 design.
@@ -73,7 +74,7 @@ ENVIRONMENTS = [
     ("alfworld", "alfworld-base", "examples/alfworld", "train",
      {"weak": 0.5, "strong": 0.9, "very-strong": 0.97}),
     ("os", "os-base", "examples/os_interaction", "train",
-     {"weak": 0.1, "strong": 0.9, "very-strong": 0.97}),
+     {"weak": 0.1, "strong": 0.9, "very-strong": 0.99}),
     ("tau2", "tau2-base", "examples/tau2", "train",
      {"weak": 0.6, "strong": 0.93, "very-strong": 0.99}),
 ]  # fmt: skip
@@ -223,9 +224,10 @@ def checks(label: str, f: dict, args) -> list[str]:
 
 def checked_effect(f: dict, args) -> int | None:
     """The effect whose power is checked: ``--power-effect``, or on a base without that much
-    headroom the largest measured effect within it."""
+    headroom the largest measured effect within it, down to ``--min-checked-effect`` (a split
+    with less to gain than that has its power reported, not checked)."""
     reachable = [round(d * 100) for d in args.effects if f["power"].get(f"+{round(d * 100)}")]
-    within = [e for e in reachable if e <= args.power_effect]
+    within = [e for e in reachable if args.min_checked_effect <= e <= args.power_effect]
     return max(within) if within else None
 
 
@@ -271,9 +273,9 @@ def line(label: str, f: dict) -> str:
 def markdown(results: dict) -> str:
     """The README's per-regime table."""
     head = ("| regime | base success | level per judgement | runs with a false discovery | "
-            "trade-off runs committed (0 / -2 split points) | power@+5 / +10 / +15 split points "
-            "(gate alone) | targeted +20 on judged tasks (gate alone) | child rollouts: null / "
-            "+10 |")  # fmt: skip
+            "trade-off runs committed (0 / -2 split points) | power@+3 / +5 / +10 / +15 split "
+            "points (gate alone) | targeted +20 on judged tasks (gate alone) | child rollouts: "
+            "null / +10 |")  # fmt: skip
     rows = [head, "|" + "---|" * 8]
     for label, f in results.items():
         n, t = f["null"], f["trade_offs"]
@@ -281,7 +283,7 @@ def markdown(results: dict) -> str:
         pw = " / ".join(
             "n/a" if f["power"].get(k) is None
             else f"{f['power'][k]['rate']:.2f} ({f['power'][k]['gate_alone_rate']:.2f})"
-            for k in ("+5", "+10", "+15")
+            for k in ("+3", "+5", "+10", "+15")
         )  # fmt: skip
         ten = f["power"].get("+10")
         aimed = f["targeted"].get("+20")
@@ -314,7 +316,10 @@ def parse(argv: list[str] | None):
     )
     parser.add_argument("--trade-offs", default="0,-2", help="split points, comma-separated")
     parser.add_argument("--trade-off-gain", type=float, default=0.2, help="on the judged tasks")
-    parser.add_argument("--effects", default="5,10,15,20", help="split points")
+    parser.add_argument("--effects", default="3,5,10,15,20", help="split points")
+    parser.add_argument(
+        "--min-checked-effect", type=float, default=10, help="split points (see checked_effect)"
+    )
     parser.add_argument(
         "--targeted", default="20", help="points on the judged failed tasks only (the guard's cost)"
     )

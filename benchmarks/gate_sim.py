@@ -131,18 +131,27 @@ class World:
         self, gained: list[str], gain: float, change: float, absorb: bool = True
     ) -> dict[str, float]:
         """``gain`` points on the ``gained`` tasks, an equal loss on every other task, chosen
-        so that the split's mean moves by ``change`` (as far as the rates allow); without
-        ``absorb``, no loss: a repair of those tasks alone."""
-        up = {t: min(1.0, self.p[t] + gain) for t in gained}
-        rest = [t for t in self.p if t not in up]
+        so that the split's mean moves by ``change``; where the other tasks cannot lose that
+        much (a small split), the gain is cut until they can. Without ``absorb``, no loss: a
+        repair of those tasks alone."""
+        rest = [t for t in self.p if t not in set(gained)]
         if not absorb:
-            return {**self.p, **up}
-        target = change * len(self.p) - sum(up[t] - self.p[t] for t in up)  # <= 0 normally
+            return {**self.p, **{t: min(1.0, self.p[t] + gain) for t in gained}}
+
+        def up_by(g: float) -> float:  # the gained tasks' total gain at g
+            return sum(min(1.0, self.p[t] + g) - self.p[t] for t in gained)
+
+        floor = -sum(self.p[t] for t in rest)  # the most the others can lose, in total
+        target = change * len(self.p)
+        if up_by(gain) + floor > target:  # the others cannot absorb it: gain less
+            gain = _solve(up_by, max(0.0, target - floor))
+        lost = target - up_by(gain)  # <= 0: what the others lose in total
 
         def moved(x: float) -> float:
-            return sum(max(0.0, self.p[t] - x) - self.p[t] for t in rest)
+            return sum(self.p[t] - max(0.0, self.p[t] - x) for t in rest)
 
-        loss = _solve(lambda x: -moved(x), -target) if rest and target < 0 else 0.0
+        loss = _solve(moved, -lost) if rest and lost < 0 else 0.0
+        up = {t: min(1.0, self.p[t] + gain) for t in gained}
         return {**up, **{t: max(0.0, self.p[t] - loss) for t in rest}}
 
 
