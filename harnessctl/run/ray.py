@@ -59,7 +59,7 @@ def connect(address: str | None) -> Any:
     """Join the cluster at ``address`` (or ``RAY_ADDRESS``), or start a local one, on
     loopback with token authentication (:data:`LOCAL_CLUSTER_ENV`); reused."""
     local = address == "local" or (not address and not os.environ.get("RAY_ADDRESS"))
-    imported = "ray" in sys.modules
+    imported = sys.modules.get("ray") is not None  # None: an import that is blocked
     if local and not (imported and sys.modules["ray"].is_initialized()):
         for name, value in LOCAL_CLUSTER_ENV.items():  # before Ray is imported: read then
             os.environ.setdefault(name, value)

@@ -49,7 +49,7 @@ def test_a_real_endpoint_policy_goes_through_the_same_path(workspace):
     assert row.model_calls == 2 and row.prompt_tokens == 200 and row.completion_tokens == 40
     assert row.outcome in ("success", "wrong_answer")
     first = sent[0].body["messages"]
-    assert first[0]["role"] == "system" and "Final Answer" in first[0]["content"]
+    assert first[0]["role"] == "user" and "Final Answer" in first[0]["content"]  # AgentBench
     assert "dummy" not in str(store.trajectory(row).calls[0].params)  # keys redacted
 
 
