@@ -90,7 +90,7 @@ def build_pool(root: Path) -> Path:
     cli("evolve", "dbbench-base", "--directions", dirs, "--rounds", 1, "--rollouts", 2)
     names = [p.name for p in (ws / "harnesses").iterdir() if p.name.startswith("dbbench-base")]
     cli("profile", *sorted(names), "--split", "train", "--rollouts", 2)
-    cli("export-pool", "--name", "bench-pool", "--out", root / "pool")
+    cli("export-pool", "--name", "bench-pool", "--out", root / "pool", "--include-unreproduced")
     return root / "pool"
 
 

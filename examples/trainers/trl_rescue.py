@@ -66,7 +66,10 @@ def toy_pool(root: Path, *, evolve: tuple = FULL_EVOLVE) -> Path:
         raise RuntimeError(f"evolve accepted no sibling of {BASE}: {evolved.get('edits')}")
     _cli(ws, "profile", *names, "--split", "train", "--rollouts", 1)
     out = root / "toy-pool"
-    _cli(ws, "export-pool", *names, "--name", "toy-pool", "--out", out, "--base", BASE)
+    # the sim's failures are drawn per seed, so its siblings' rescues rarely reproduce on fresh
+    # seeds; the rescue wiring needs its siblings in the pool all the same
+    keep = "--include-unreproduced"
+    _cli(ws, "export-pool", *names, "--name", "toy-pool", "--out", out, "--base", BASE, keep)
     return out
 
 
