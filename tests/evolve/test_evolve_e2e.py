@@ -257,6 +257,7 @@ def test_accepted_edits_carry_the_reproduction_of_their_claimed_rescues(referenc
             assert f"reproduce {v['reproduction']['reproduced']}/" in html
 
 
+@pytest.mark.timeout(900)  # a whole evolve with the split guard's rollouts (a world's limit)
 def test_evolve_on_the_function_calling_base_accepts_its_repairs(tmp_path):
     ws = make_ws(tmp_path / "ws")  # init copies every bundled base, dbbench-fc among them
     assert (ws / "harnesses" / "dbbench-fc" / "harness.yaml").is_file()
