@@ -33,7 +33,8 @@ EDITOR_HELP = (
     "'rules' (default): the offline RULE-BASED editor, the environment's catalogue of known "
     "code repairs for its base harnesses (a test double, not a model); 'null': edits that "
     "change no behaviour, for measuring false acceptance (a test double); or any litellm "
-    "model string, which answers with SEARCH/REPLACE blocks."
+    "model string, which answers with SEARCH/REPLACE blocks; 'engineer:DIR': a harness "
+    "engineer trained by train-engineer (engineer:MODEL: the untrained catalogue model)."
 )
 BaseArg = Annotated[str, typer.Argument(help="Base harness directory or name under harnesses/.")]
 SplitOption = Annotated[str, typer.Option(help="Split the edits are judged on.")]
