@@ -25,10 +25,9 @@ from .trainer import (
     StageOutcome,
     StepLogger,
     callback,
-    last_checkpoint,
-    quiet,
     quiet_start,
     start,
+    train,
     trainer_settings,
 )
 
@@ -88,13 +87,8 @@ def run_grpo(config: TrainConfig, data: Loaded, out: Path, logger: StepLogger) -
         peft_config=began.peft,
         callbacks=[callback(logger, out / "checkpoints" / "run.json")],
     )
-    quiet(trainer)
-    resume = last_checkpoint(out)
-    resumed_from = int(resume.rsplit("-", 1)[1]) if resume else None
-    if resumed_from is not None:
-        logger.resume_at(resumed_from)
     try:
-        trainer.train(resume_from_checkpoint=resume)
+        resumed_from = train(trainer, out, logger)
     finally:
         realized.close()
     return StageOutcome(

@@ -19,10 +19,9 @@ from .trainer import (
     StageOutcome,
     StepLogger,
     callback,
-    last_checkpoint,
-    quiet,
     quiet_start,
     start,
+    train,
     trainer_settings,
 )
 
@@ -66,12 +65,7 @@ def run_sft(config: TrainConfig, data: Loaded, out: Path, logger: StepLogger) ->
         peft_config=began.peft,
         callbacks=[callback(logger, out / "checkpoints" / "run.json")],
     )
-    quiet(trainer)
-    resume = last_checkpoint(out)
-    resumed_from = int(resume.rsplit("-", 1)[1]) if resume else None
-    if resumed_from is not None:
-        logger.resume_at(resumed_from)
-    trainer.train(resume_from_checkpoint=resume)
+    resumed_from = train(trainer, out, logger)
     return StageOutcome(
         trainer.model, tokenizer, began, trainer.state.global_step, resumed_from, used
     )

@@ -146,6 +146,18 @@ def quiet(trainer: Any) -> Any:
     return trainer
 
 
+def train(trainer: Any, out: Path, logger: StepLogger) -> int | None:
+    """Run ``trainer`` quietly from the last checkpoint under ``out`` (if any), the step log
+    told where it resumed; the step resumed from, None for a fresh start."""
+    quiet(trainer)
+    resume = last_checkpoint(out)
+    resumed_from = int(resume.rsplit("-", 1)[1]) if resume else None
+    if resumed_from is not None:
+        logger.resume_at(resumed_from)
+    trainer.train(resume_from_checkpoint=resume)
+    return resumed_from
+
+
 def last_checkpoint(out: Path) -> str | None:
     from transformers.trainer_utils import get_last_checkpoint
 
