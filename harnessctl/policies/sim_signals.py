@@ -71,6 +71,20 @@ class History:
         return self.feedback[-1] if self.feedback else self.initial
 
 
+def task_start(messages: list[Any], task_text: str) -> int:
+    """The index of the first non-assistant message holding ``task_text`` (the task's
+    description): what comes before it the harness wrote itself (an in-context example, the
+    "Ok." AgentBench's DBBench protocol injects), assistant turns included. 0 when
+    ``task_text`` is empty or not found."""
+    if not task_text:
+        return 0
+    for i, message in enumerate(messages):
+        role, text = role_and_text(message)
+        if role != "assistant" and task_text in text:
+            return i
+    return 0
+
+
 def read_history(messages: Iterable[Any] | None, task_text: str = "") -> History:
     """Split ``messages`` (any shape) into a :class:`History`.
 
@@ -80,16 +94,7 @@ def read_history(messages: Iterable[Any] | None, task_text: str = "") -> History
     "Ok." AgentBench's DBBench protocol injects), not the agent's replies. Empty, or not
     found: the agent's replies are every assistant message."""
     listed = list(messages or ())
-    start = 0
-    if task_text:
-        start = next(
-            (
-                i
-                for i, m in enumerate(listed)
-                if role_and_text(m)[0] != "assistant" and task_text in role_and_text(m)[1]
-            ),
-            0,
-        )
+    start = task_start(listed, task_text)
     initial: list[str] = [role_and_text(m)[1] for m in listed[:start]]
     replies: list[str] = []
     feedback: list[list[str]] = []

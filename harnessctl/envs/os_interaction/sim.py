@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harnessctl.policies import OracleSim, scaled_rates
-from harnessctl.policies.sim_signals import field_of, text_of
+from harnessctl.policies.sim_signals import field_of, task_start, text_of
 
 MODES = ("error", "format", "verbose", "overrun")
 BASE_RATES: dict[str, float] = {"error": 0.15, "format": 0.15, "verbose": 0.15, "overrun": 0.15}
@@ -61,19 +61,10 @@ class Exchange:
 
 
 def episode_messages(messages: Sequence[Any], description: str) -> list[Any]:
-    """The messages from the one that states the task on: the harness's own turns before it
-    (AgentBench's one-shot example) are context, not the sim's replies. All of them when no
-    message holds the description."""
+    """The messages from the one that states the task on (``sim_signals.task_start``): the
+    harness's own turns before it (AgentBench's one-shot example) are not the sim's replies."""
     listed = list(messages or [])
-    for i, message in enumerate(listed):
-        role = str(field_of(message, "role") or "user")
-        if (
-            role != "assistant"
-            and description
-            and description in text_of(field_of(message, "content"))
-        ):
-            return listed[i:]
-    return listed
+    return listed[task_start(listed, description) :]
 
 
 def read_history(messages: Sequence[Any], description: str = "") -> list[Exchange]:
