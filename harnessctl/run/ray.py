@@ -49,6 +49,9 @@ LOCAL_CLUSTER_ENV = {
     # token authentication (Ray >= 2.52): a process without the token the cluster writes to
     # ~/.ray/auth_token (another user of the machine) cannot submit tasks to it
     "RAY_AUTH_MODE": "token",
+    # Ray waits 30 s for its GCS to publish its port; on a busy machine (two cores, a test run
+    # or a trainer beside it) the GCS has taken longer, and the cluster failed to start
+    "RAY_gcs_server_port_wait_time_s": "120",
 }
 """What a local cluster harnessctl starts runs with, unless the environment says otherwise
 (another machine's driver would join a cluster ``ray start --head`` made, not this one)."""

@@ -176,7 +176,9 @@ def test_report_cells_match_the_store_and_embed_capped_trajectories(evolved):
         assert len(c["ids"]) <= 3 and set(c["ids"]) <= set(data["rollouts"])
     sample = data["rollouts"][cell["ids"][0]]
     assert not sample["success"] and sample["messages"] and sample["turns"]  # failures first
-    assert sample["messages"][0]["role"] == "system"
+    # the base's own protocol (AgentBench's): its instructions open the conversation as a user turn
+    first = sample["messages"][0]
+    assert first["role"] == "user" and "operate a MySQL database" in first["content"]
 
 
 def test_report_refuses_an_unknown_selection(evolved):
