@@ -186,7 +186,9 @@ def test_test_json_is_a_regress_result(ws, baselined):
 def test_rescue_sim_json_is_a_rescue_sim_result(ws, baselined):
     out = ws.parent / "pool"
     pool = check(
-        ExportPoolResult, cli_json(ws, "export-pool", "--name", "mini", "--out", out, *KEEP_SIM), "export-pool"
+        ExportPoolResult,
+        cli_json(ws, "export-pool", "--name", "mini", "--out", out, *KEEP_SIM),
+        "export-pool",
     )
     assert Path(pool.path) == out and Path(pool.archive).is_file() and BASE in pool.harnesses
     assert set(pool.profile_splits) == set(pool.harnesses) and BASE in pool.profile_splits

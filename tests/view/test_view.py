@@ -7,6 +7,7 @@ offline sim policy) writing the store the viewer reads."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import itertools
 import json
 import os
@@ -22,8 +23,18 @@ from typer.testing import CliRunner
 
 from harnessctl.cli import app as cli
 from harnessctl.workspace import load_workspace
+from tests.helpers.ci import unavailable
 from tests.helpers.cli import TASKS, task_flags
 from tests.helpers.stores import make_edit, make_profile, make_rollout
+
+# every test here serves or reads the viewer's app: the `view` extra (.ci/run installs it)
+_MISSING = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
+if _MISSING:
+    unavailable(
+        "the viewer's tests",
+        f"missing {', '.join(_MISSING)}: pip install -e '.[view]' to run these",
+        module=True,
+    )
 
 CHROMIUM = "/usr/bin/chromium"
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
