@@ -318,11 +318,65 @@ def make_editor(
 ) -> Editor:
     """A registered editor (``rules``, a plugin's name or ``package.module:factory``; a
     registered name with an argument, ``engineer:DIR``, passes it as the param ``model``),
-    else an ``LLMEditor`` for ``spec`` as a litellm model string."""
+    else an ``LLMEditor`` for ``spec`` as a litellm model string. The params are checked by
+    name first (:func:`check_editor_params`): a misspelt one is refused before anything
+    runs, not ignored."""
     name, _, argument = spec.partition(":")
     if argument and name in BUILTIN_WITH_ARGUMENT:
         params = {**(params or {}), "model": argument}
-        return EDITORS.get(name)(workspace=workspace, family=family, params=params)
-    if spec in EDITORS.names() or _DOTTED.match(spec):
-        return EDITORS.get(spec)(workspace=workspace, family=family, params=params)
-    return LLMEditor(spec, params)
+        spec = name
+    elif spec not in EDITORS.names() and not _DOTTED.match(spec):
+        check_editor_params(spec, None, params or {})
+        return LLMEditor(spec, params)
+    factory = EDITORS.get(spec)
+    check_editor_params(spec, factory, params or {})
+    return factory(workspace=workspace, family=family, params=params)
+
+
+#: The ``--editor-param`` names of the built-in registered editors: the rule-based and null
+#: editors read none; the engineer's are its module's (imported only when it is asked for).
+BUILTIN_PARAMS: dict[str, tuple[str, ...] | str] = {
+    "rules": (),
+    "null": (),
+    "engineer": "harnessctl.engineer.editor:PARAMS",
+}
+
+
+def editor_param_names(name: str, factory: object) -> tuple[str, ...] | None:
+    """The parameters registered editor ``name`` reads: a built-in's, else its factory's
+    ``param_names`` (a tuple of names); None for a plugin that declares none (its factory
+    then judges its params itself)."""
+    from ..registry import load_object
+
+    builtin = BUILTIN_PARAMS.get(name)
+    if isinstance(builtin, str):
+        return tuple(load_object(builtin))
+    if builtin is not None:
+        return builtin
+    declared = getattr(factory, "param_names", None)  # optional, as a sim policy's
+    return tuple(declared) if declared is not None else None
+
+
+def check_editor_params(spec: str, factory: object | None, params: dict) -> None:
+    """``--editor-param`` names checked before any rollout (exit 2 naming the parameter, a
+    close match and the known names). A registered editor's are held to the names it reads
+    (:func:`editor_param_names`). An LLM editor (``factory`` None) sends its params to
+    litellm, which forwards a provider's own parameters as they are, so there is no closed
+    list: its own (``edit_format``) and the chat-call names the policy check knows are
+    checked by value, a name one or two letters from one of them is refused as a typo, and
+    any other goes to the provider, whose preflight call judges it (as a policy's ``--param``,
+    :func:`harnessctl.run.checks.check_model_params`)."""
+    from ..run.checks import check_model_params, check_param_names
+
+    option = "--editor-param"
+    if factory is None:
+        from ..gateway.protocol import is_secret
+
+        secrets = {k: v for k, v in params.items() if is_secret(k, v)}
+        plain = {k: v for k, v in params.items() if k not in secrets}
+        check_model_params(spec, plain, secrets, option=option, own=EDITOR_PARAMS)
+        return
+    known = editor_param_names(spec, factory)
+    if known is not None:
+        what = spec if spec == "engineer" else f"{spec} editor"
+        check_param_names(option, what, params, known)

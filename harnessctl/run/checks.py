@@ -3,6 +3,9 @@ asked is refused (exit 2, the option named) instead of running and summarising n
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from ..errors import ConfigError
 
 
@@ -62,13 +65,13 @@ def check_policy_params(model: str, params: dict) -> None:
         return
     own = getattr(policy, "param_names", None)  # optional: a plugin may not declare them
     if callable(own):
-        known = {*own(), RESAMPLE, *CALL_PARAMS}
-        unknown = sorted(k for k in params if k not in known)
+        mine = sorted({*own(), RESAMPLE})
+        unknown = sorted(k for k in params if k not in {*mine, *CALL_PARAMS})
         if unknown:
-            names = ", ".join(sorted({*own(), RESAMPLE})) or RESAMPLE
             raise ConfigError(
                 "--param",
-                f"{model} takes no parameter {', '.join(unknown)} (its parameters: {names}; "
+                f"{model} takes no parameter {', '.join(unknown)}"
+                f"{did_you_mean(unknown[0], mine)} (its parameters: {', '.join(mine)}; "
                 "and a chat call's own, such as temperature or max_tokens)",
             )
     rates = getattr(policy, "rates", None)
@@ -119,30 +122,71 @@ _OTHER_KNOWN = (
 CALL_PARAMS = frozenset({*_NUMBER_RANGES, *_POSITIVE_INTS, *_ANY_INTS, *_OTHER_KNOWN})
 
 
-def check_model_params(model: str, params: dict, secrets: dict | None = None) -> None:
+def check_model_params(
+    model: str,
+    params: dict,
+    secrets: dict | None = None,
+    *,
+    option: str = "--param",
+    own: tuple[str, ...] = (),
+) -> None:
     """A real model's ``--param`` values checked before anything runs, offline: the common
     sampling parameters' types and ranges (temperature in [0, 2], top_p in [0, 1],
     max_tokens a positive integer...), and a name one or two letters from a known one
-    (``temprature``) refused as the typo it is: OpenAI-compatible servers such as vLLM
-    ignore a field they do not know, so the run would go on without it. Other names pass to
-    the provider, whose preflight call judges them. ``secrets`` (names that look like
-    credentials) are checked by name only: their values are never shown."""
-    import difflib
-
+    (``temprature``) refused as the typo it is, the known names listed: OpenAI-compatible
+    servers such as vLLM ignore a field they do not know, so the run would go on without it.
+    Other names pass to the provider, whose preflight call judges them (litellm forwards a
+    provider's own parameters as they are: there is no closed list to hold them to).
+    ``secrets`` (names that look like credentials) are checked by name only: their values are
+    never shown. ``option`` is the flag reported; ``own`` names the caller's own parameters
+    that are known too (an LLM editor's ``edit_format``)."""
     from ..policies import is_offline
 
     if is_offline(model):
         return
-    known = (*_NUMBER_RANGES, *_POSITIVE_INTS, *_ANY_INTS, *_OTHER_KNOWN)
+    known = (*own, *_NUMBER_RANGES, *_POSITIVE_INTS, *_ANY_INTS, *_OTHER_KNOWN)
     hidden = secrets or {}
     for name, value in {**params, **hidden}.items():
         problem = None if name in hidden else _param_problem(name, value)
         if problem is None and name not in known:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
-            if close:
-                problem = f"unknown parameter {name!r}: did you mean {close[0]!r}?"
+            hint = did_you_mean(name, known)
+            if hint:
+                listed = ", ".join(sorted(known))
+                problem = (
+                    f"unknown parameter {name!r}{hint} (known here: {listed}; a name far from "
+                    "all of them goes to the provider as it is)"
+                )
         if problem:
-            raise ConfigError("--param", f"{model}: {problem}")
+            raise ConfigError(option, f"{model}: {problem}")
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the known name closest to ``name`` (a typo's one or two
+    letters), else ``""``: the hint of every refused parameter name."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def check_param_names(
+    option: str, who: str, params: Mapping[str, Any], known: Iterable[str]
+) -> None:
+    """Every name in ``params`` must be one of ``known`` (the parameters ``who`` reads): an
+    unknown one is a ``ConfigError`` naming ``option``, the parameter, the closest known
+    name and all of them, before anything runs. A misspelt name would otherwise be ignored
+    and the run would go on without the setting the person asked for."""
+    names = sorted(set(known))
+    unknown = sorted(k for k in params if k not in names)
+    if not unknown:
+        return
+    first = unknown[0]
+    listed = f"its parameters: {', '.join(names)}" if names else "it takes none"
+    raise ConfigError(
+        option,
+        f"unknown {who} parameter {', '.join(repr(k) for k in unknown)}"
+        f"{did_you_mean(first, names)} ({listed})",
+    )
 
 
 def _param_problem(name: str, value: object) -> str | None:
