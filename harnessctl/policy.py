@@ -51,8 +51,43 @@ class Policy:
         return {**self.params, **self.secrets}
 
     @property
+    def label(self) -> str:
+        """The policy as a person reads it: ``sim/dbbench skill=0.8`` (:func:`policy_label`)."""
+        return policy_label(self.model, self.params)
+
+    @property
     def offline(self) -> bool:
         return self.model.split("/", 1)[0] == "sim"
+
+
+SETTING_PREFIX = "harnessctl:"
+"""Keys of a run row's params that are the run's settings, not the policy's (the model-call
+timeout, ``harnessctl.run.evaluate.MODEL_TIMEOUT_KEY``): no litellm parameter has a colon."""
+_LABEL_VALUE_CHARS = 40
+
+
+def shown_params(params: dict) -> dict:
+    """A stored run's params as they are shown: the policy's alone (the run's own settings
+    left out), credentials redacted. A run recorded before credentials were split off its
+    policy (or by another tool) shows ``api_key=***``, never the key."""
+    from .gateway.protocol import redact
+
+    return redact({k: v for k, v in params.items() if not str(k).startswith(SETTING_PREFIX)})
+
+
+def policy_label(model: str, params: dict) -> str:
+    """``model key=value ...``, keys sorted, as ``runs`` and ``show`` print a policy: the
+    identity (``model#hash``) names the parameters but cannot be read back into them. A long
+    value (a JSON schema, say) is cut to 40 characters; secrets are redacted."""
+    parts = [model]
+    for key, value in sorted(shown_params(params).items()):
+        shown = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+        if isinstance(value, str) and (not value or any(c in value for c in ' \t\n"=')):
+            shown = json.dumps(value)
+        if len(shown) > _LABEL_VALUE_CHARS:
+            shown = shown[: _LABEL_VALUE_CHARS - 3] + "..."
+        parts.append(f"{key}={shown}")
+    return " ".join(parts)
 
 
 def parse_params(pairs: list[str]) -> dict:

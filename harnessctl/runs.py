@@ -11,9 +11,11 @@ before membership was recorded is read as it used to be: by its selection (every
 rollout of its harness and policy on a task of its suite split, the newest per (task,
 seed)), which later rollouts can change; such a run is marked ``legacy``.
 
-A run made by another (an evolve's judgements, confirmations and re-tests) names it
-(``parent_id``); ``harnessctl runs`` lists the runs a person started, the others folded
-under them.
+A run made by another (an evolve's judgements, confirmations and re-tests; a test's,
+profile's or bench's evaluations) names it (``parent_id``); ``harnessctl runs`` lists the
+runs a person started, the others folded under them, and ``harnessctl show RUN`` one run
+with those it made. A run's policy is shown as its model and the params recorded with the
+run (``model key=value``, credentials redacted), its identity hash kept in ``--json``.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from typing import Any, Literal
 from pydantic import Field
 
 from .errors import HarnessctlError
+from .policy import policy_label, shown_params
 from .records import Record, Result
 
-RUNS_RESULT_VERSION = 2
+RUNS_RESULT_VERSION = 3  # 3: each run's policy_params
+RUN_RESULT_VERSION = 1
 
 
 class RunItem(Record):
@@ -40,6 +44,11 @@ class RunItem(Record):
     suite: str
     split: str
     policy: str
+    """The policy's identity (``model#hash`` of its params: what the cache and ``compare
+    --policy`` go by)."""
+    policy_params: dict[str, Any] = Field(default_factory=dict)
+    """Its parameters as recorded with the run, credentials redacted (``policy_label`` is
+    the two read together)."""
     status: str
     """``running``, ``done``, ``failed``, ``interrupted`` or ``died``."""
     started_at: float
@@ -57,6 +66,11 @@ class RunItem(Record):
     children: int = 0
     """Runs made by this one (folded under it unless ``--all``)."""
 
+    @property
+    def policy_label(self) -> str:
+        """``sim/dbbench skill=0.8``: the policy as ``runs`` and ``show`` print it."""
+        return policy_label(self.policy.partition("#")[0], self.policy_params)
+
 
 class RunsResult(Result):
     """``harnessctl runs --json``: runs, newest first (top-level runs, children counted,
@@ -65,6 +79,16 @@ class RunsResult(Result):
     kind: Literal["runs"] = "runs"
     version: int = RUNS_RESULT_VERSION
     runs: list[RunItem] = Field(default_factory=list)
+
+
+class RunResult(Result):
+    """``harnessctl show RUN --json``: one run and the runs it made (a test's evaluations,
+    an evolve's judgements...), oldest first."""
+
+    kind: Literal["run"] = "run"
+    version: int = RUN_RESULT_VERSION
+    run: RunItem
+    children: list[RunItem] = Field(default_factory=list)
 
 
 def list_runs(
@@ -82,10 +106,7 @@ def list_runs(
     harness name, command, started at or after ``since`` (a Unix time)."""
     names = _harness_names(store)
     runs = store.runs()
-    children: dict[str, int] = {}
-    for run in runs:
-        if run.parent_id:
-            children[run.parent_id] = children.get(run.parent_id, 0) + 1
+    children = _children(runs)
     items = []
     for run in runs:
         if run.parent_id and not everything:
@@ -138,12 +159,46 @@ def run_item(store: Any, run: Any, names: dict[str, str] | None = None) -> RunIt
         suite=run.suite,
         split=run.split,
         policy=run.policy_id,
+        policy_params=_params(run),
         status=run.status,
         started_at=run.started_at,
         finished_at=run.finished_at,
         parent_id=run.parent_id,
         **counts,
     )
+
+
+def _params(run: Any) -> dict[str, Any]:
+    """The run's policy params as shown (:func:`harnessctl.policy.shown_params`); a row whose
+    params do not parse (written by hand) shows none rather than failing the listing."""
+    try:
+        params = json.loads(run.params_json or "{}")
+    except ValueError:
+        return {}
+    return shown_params(params) if isinstance(params, dict) else {}
+
+
+def run_result(store: Any, run: Any) -> RunResult:
+    """``run`` with the runs it made, oldest first (``show RUN``)."""
+    names, every = _harness_names(store), store.runs()
+    counts = _children(every)
+    items = [
+        run_item(store, r, names)
+        for r in [run, *reversed(every)]
+        if r is run or r.parent_id == run.id
+    ]
+    for item in items:
+        item.children = counts.get(item.id, 0)
+    return RunResult(run=items[0], children=items[1:])
+
+
+def _children(runs: list[Any]) -> dict[str, int]:
+    """Run id -> how many runs name it their parent."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        if run.parent_id:
+            counts[run.parent_id] = counts.get(run.parent_id, 0) + 1
+    return counts
 
 
 def _harness_names(store: Any) -> dict[str, str]:
@@ -155,7 +210,7 @@ def find_run(store: Any, ref: str) -> Any:
     ref = ref.strip()
     if len(ref) < 4:
         raise HarnessctlError(f"run id {ref!r}: give at least 4 characters")
-    found = [r for r in store.runs() if r.id.startswith(ref)]
+    found = matching_runs(store, ref)
     if not found:
         raise HarnessctlError(f"no run with id {ref!r} (`harnessctl runs` lists them)")
     if len(found) > 1:
@@ -163,9 +218,15 @@ def find_run(store: Any, ref: str) -> Any:
     return found[0]
 
 
-WHOLE_EVALUATIONS = ("profile", "bench")
+def matching_runs(store: Any, ref: str) -> list[Any]:
+    """The runs whose id is ``ref`` or starts with it."""
+    ref = ref.strip()
+    return [r for r in store.runs() if r.id.startswith(ref)] if ref else []
+
+
+WHOLE_EVALUATIONS = ("profile", "bench", "test")
 """Commands whose runs under another are each a harness's whole evaluation on the selection
-(a profile's, a bench's), unlike an evolve's judgements and re-tests (extra seeds, chosen
+(a profile's, a bench's, a test's), unlike an evolve's judgements and re-tests (extra seeds, chosen
 pairs) or a routed eval's sub-runs (the routed tasks only)."""
 
 

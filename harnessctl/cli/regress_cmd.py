@@ -142,3 +142,6 @@ def render_checks(result, *, junit: Path | None, as_json: bool) -> None:
             console().print(escape(f"ok   {c.harness} {c.name}: {c.message}"), soft_wrap=True)
     passed = len(result.checks) - len(result.failed)
     console().print(f"{passed} passed, {len(result.failed)} failed")
+    if result.run_id:
+        short = result.run_id[:12]
+        console().print(f"run {short}; each harness's evaluation: harnessctl show {short}")

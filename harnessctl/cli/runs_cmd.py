@@ -32,10 +32,10 @@ def runs_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List runs, newest first: command, selection (harness, suite, split, policy), status,
-    rollouts, success and cost. The runs an evolve made (judgements, confirmations,
-    re-tests) are folded under it (`+N`); `--all` lists them. Run ids (or 4+ character
-    prefixes) go to `compare`."""
+    """List runs, newest first: command, selection (harness, suite, split, policy and its
+    parameters), status, rollouts, success and cost. The runs an evolve, a test, a profile or
+    a bench made are folded under it (`+N`); `--all` lists them, `show RUN` one run's. Run
+    ids (or 4+ character prefixes) go to `compare` and `show`."""
     from ..errors import ConfigError
     from ..runs import list_runs
     from ..store.models import RUN_STATUSES
@@ -64,9 +64,16 @@ def runs_command(
         since=start,
     )
     if as_json:
-        print_result(result)
+        print_result(result)  # ``policy`` the identity, ``policy_params`` beside it
     else:
-        render_runs(result)
+        render_runs(_readable(result))
+
+
+def _readable(result):
+    """The listing as the table shows it: each policy read as ``model key=value`` (the
+    table prints ``policy``, which ``--json`` keeps as the identity hash)."""
+    runs = [r.model_copy(update={"policy": r.policy_label}) for r in result.runs]
+    return result.model_copy(update={"runs": runs})
 
 
 def compare_command(

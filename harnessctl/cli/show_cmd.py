@@ -8,23 +8,106 @@ from .options import JsonOption, StoreOption
 
 
 def show_command(
-    rollout_id: Annotated[str, typer.Argument(help="Rollout id or a unique prefix (>= 4).")],
+    ref: Annotated[
+        str, typer.Argument(help="A rollout's or a run's id, or a unique prefix (>= 4).")
+    ],
     store: StoreOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the raw trajectory.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the raw trajectory (a run: its record).")
+    ] = False,
 ) -> None:
     """Render one rollout's trajectory: every model call, the action the harness took, the
-    observation, and how the host scored the result."""
+    observation, and how the host scored the result. Given a run's id: the run (its
+    selection, its policy with its parameters, its figures) and the runs it made (a test's
+    evaluations, an evolve's judgements and re-tests)."""
+    from ..errors import HarnessctlError
+    from ..runs import run_result
     from ..workspace import load_workspace
     from .render import console, print_result
     from .trajectory_view import render_trajectory
 
     db = load_workspace().open_store(store)
-    row = db.rollout(rollout_id)
+    run = _run_named(db, ref)
+    if run is not None:
+        result = run_result(db, run)
+        if as_json:
+            print_result(result)
+        else:
+            render_run(result)
+        return
+    try:
+        row = db.rollout(ref)
+    except HarnessctlError as exc:  # the id may have been meant as a run's: say so
+        raise HarnessctlError(
+            f"{exc}, nor a run (`harnessctl rollouts` and `harnessctl runs` list their ids)"
+        ) from None
     trajectory = db.trajectory(row)
     if as_json:
         print_result(trajectory)  # a Result: kind "trajectory", version, the record
         return
     render_trajectory(console(), row, trajectory)
+
+
+def _run_named(db, ref: str):
+    """The run ``ref`` names, or None when it names none (then it is a rollout's id). Run
+    and rollout ids are alike (uuid4 hex): a prefix of both is refused, not guessed."""
+    from ..errors import HarnessctlError
+    from ..runs import matching_runs
+
+    runs = matching_runs(db, ref) if len(ref.strip()) >= 4 else []
+    if len(runs) > 1:
+        raise HarnessctlError(f"run id {ref!r} is ambiguous: {len(runs)} runs start with it")
+    if not runs:
+        return None
+    try:
+        rollout = db.rollout(ref)
+    except HarnessctlError:  # no rollout (or several): the run is the one it names
+        return runs[0]
+    raise HarnessctlError(
+        f"{ref!r} starts both run {runs[0].id} and rollout {rollout.id}: give more characters"
+    )
+
+
+def render_run(result) -> None:
+    """``show RUN``: the run's header lines, then the runs it made as a table."""
+    import time
+
+    from rich.table import Table
+
+    from .render import console, pct, text
+
+    def when(ts: float | None) -> str:
+        return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+    r, out = result.run, console()
+    rate = "-" if r.success_rate is None else pct(r.success_rate)
+    identity = f"  (identity {r.policy})" if r.policy != r.policy_label else ""
+    out.print(text("run ", (r.id, "bold"), f"  {r.command}  {r.status}"))
+    out.print(text(f"started {when(r.started_at)}  finished {when(r.finished_at)}"))
+    out.print(text(f"harness {r.harness} ({r.harness_hash[:12]})  suite {r.suite}/{r.split}"))
+    out.print(text(f"policy {r.policy_label}{identity}"))
+    out.print(
+        text(
+            f"rollouts {r.rollouts}  success {rate}  tokens {r.prompt_tokens}+"
+            f"{r.completion_tokens}  cost ${r.cost_usd:.4f}"
+        )
+    )
+    if r.parent_id:
+        out.print(text(f"made by run {r.parent_id[:12]} (harnessctl show {r.parent_id[:12]})"))
+    if not result.children:
+        return
+    out.print(text(f"runs it made ({len(result.children)}, oldest first):"))
+    table = Table(show_edge=False)
+    for col in ("run", "command", "harness", "suite/split", "policy", "status"):
+        table.add_column(col, overflow="fold")
+    for col in ("rollouts", "success"):
+        table.add_column(col, justify="right")
+    for c in result.children:
+        command = c.command + (f" (+{c.children})" if c.children else "")
+        rate = "-" if c.success_rate is None else pct(c.success_rate)
+        cells = (c.id[:12], command, c.harness, f"{c.suite}/{c.split}", c.policy_label)
+        table.add_row(*(text(x) for x in (*cells, c.status, str(c.rollouts), rate)))
+    out.print(table)
 
 
 def known_outcome(value: str | None) -> str | None:

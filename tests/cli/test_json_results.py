@@ -91,7 +91,7 @@ KEYS = {
     "in_sample_tasks out_of_sample informed_by",
     "evolve": "evolve_id base_success union_rescues stopped gate error_control variants best edits "
     "guard budget history",
-    "test": "checks errors",
+    "test": "checks errors run_id",
     "rescue-sim": "groups all_fail rescued extra_rollouts by_harness tasks",
     "report": "path bytes harnesses policy suite split embedded",
     "init": "root harnesses",
@@ -101,8 +101,8 @@ KEYS = {
     "rollouts": "rollouts attempts",
 }
 # version 2: eval-routed says which tasks informed the comparison; test names the harnesses
-# it could not check; export-pool says which split each frozen profile is on
-VERSIONS = {"eval-routed": 3, "test": 2, "export-pool": 2}
+# it could not check; export-pool says which split each frozen profile is on. test 3: its run
+VERSIONS = {"eval-routed": 3, "test": 3, "export-pool": 2}
 # the simulated policy draws its failures per seed, so a sibling's claimed rescues rarely recur on
 # fresh seeds and export-pool leaves it out; the README's advice on the sim is this flag
 KEEP_SIM = ("--include-unreproduced",)

@@ -122,3 +122,59 @@ def test_rollouts_failed_on_infrastructure_exit_3_with_a_junit_error(checkout, m
     assert "ERROR dbbench-base: 2 rollout(s) failed on infrastructure" in result.stderr
     case = ET.parse(junit).getroot().find(".//testcase")
     assert case.get("classname") == "harnessctl.dbbench-base" and case.find("error") is not None
+
+
+def test_a_test_is_one_run_with_each_harness_evaluation_under_it(checkout, monkeypatch):
+    """Issue #56: one `test` of two harnesses is one row in `runs` (the first harness's
+    figures), each harness's evaluation a run under it that `show RUN` lists; a harness
+    name still finds its evaluation for `compare`. Three pairs per harness keep it cheap."""
+    import json
+    from dataclasses import replace as dc_replace
+
+    from typer.testing import CliRunner
+
+    from harnessctl.cli import app
+    from harnessctl.regress import runner as regress_runner
+    from harnessctl.runs import latest_run
+    from harnessctl.workspace import load_workspace
+
+    real = regress_runner.evaluate
+
+    def few(request, store, progress=None):
+        tasks = request.suite.tasks(request.split).tasks[:3]
+        pairs = [(t.id, request.seed) for t in tasks]
+        return real(dc_replace(request, pairs=pairs), store, progress)
+
+    monkeypatch.setattr(regress_runner, "evaluate", few)
+    shutil.copytree(checkout / "harnesses" / "dbbench-base", checkout / "harnesses" / "dbbench-two")
+    manifest = checkout / "harnesses" / "dbbench-two" / "harness.yaml"
+    manifest.write_text(manifest.read_text().replace("name: dbbench-base", "name: dbbench-two"))
+    shutil.copytree(checkout / "profiles" / "dbbench-base", checkout / "profiles" / "dbbench-two")
+    monkeypatch.setenv("HARNESSCTL_WORKSPACE", str(checkout))
+    monkeypatch.chdir(checkout)
+    cli = CliRunner()
+
+    def json_of(*args):
+        result = cli.invoke(app, [*args, "--json"])
+        assert result.exit_code in (0, 1), result.output  # 1: three pairs may "regress"
+        return json.loads(result.stdout[result.stdout.index("{") :])
+
+    tested = json_of("test")
+    assert tested["version"] == 3 and {c["harness"] for c in tested["checks"]} == {
+        "dbbench-base",
+        "dbbench-two",
+    }
+    (row,) = json_of("runs")["runs"]
+    assert (row["id"], row["command"], row["children"]) == (tested["run_id"], "test", 2)
+    assert (row["harness"], row["rollouts"]) == ("dbbench-base", 3)  # the first's figures
+    shown = json_of("show", row["id"])
+    assert [(c["harness"], c["command"], c["parent_id"]) for c in shown["children"]] == [
+        ("dbbench-base", "test", row["id"]),
+        ("dbbench-two", "test", row["id"]),
+    ]
+    assert len(json_of("runs", "--all")["runs"]) == 3
+    store = load_workspace(checkout).open_store()
+    assert latest_run(store, "dbbench-two").id == shown["children"][1]["id"]
+    text = cli.invoke(app, ["test"]).stdout  # the table names the test's run
+    newest = json_of("runs")["runs"][0]
+    assert newest["command"] == "test" and f"harnessctl show {newest['id'][:12]}" in text
