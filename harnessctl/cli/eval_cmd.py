@@ -8,6 +8,7 @@ import typer
 
 from ..constants import DEFAULT_ROLLOUTS, DEFAULT_TIMEOUT_S
 from .options import (
+    ConfirmAboveOption,
     ExecutorOption,
     FreshContainerOption,
     JsonOption,
@@ -79,6 +80,7 @@ def eval_command(
     router: RouterOption = None,
     route_when: RouteWhenOption = "before",
     yes: YesOption = False,
+    confirm_above: ConfirmAboveOption = None,
 ) -> None:
     """Evaluate a harness on a suite split: cached rollouts are served from the store, the
     rest run in sandboxes; prints success with a 95% interval, outcomes, tokens and cost.
@@ -104,10 +106,9 @@ def eval_command(
     db = ws.open_store(store)
     if router is not None:
         return _routed(ws, db, request, router, route_when, as_json=as_json)
+    gate = cost_gate(ws, request, db, yes=yes, confirm_above=confirm_above)
     with rollout_progress(err_console(), events=as_json) as progress:
-        result = evaluate(
-            request, db, progress=progress, before_run=cost_gate(ws, request, yes=yes)
-        )
+        result = evaluate(request, db, progress=progress, before_run=gate)
     render_eval(spec, request, result, as_json=as_json)
     if result.infra_failed:
         raise typer.Exit(3)

@@ -8,6 +8,7 @@ import typer
 
 from ..constants import DEFAULT_TIMEOUT_S
 from .options import (
+    ConfirmAboveOption,
     ExecutorOption,
     FreshContainerOption,
     JsonOption,
@@ -28,6 +29,7 @@ from .options import (
     positive,
     unit_open,
 )
+from .preflight_view import YesOption
 
 EDITOR_HELP = (
     "'rules' (default): the offline RULE-BASED editor, the environment's catalogue of known "
@@ -144,7 +146,12 @@ ConfirmOption = Annotated[
 RetriesOption = Annotated[int, typer.Option(min=0, help="Retries after a rejected patch.")]
 MaxEditsOption = Annotated[int | None, typer.Option(min=1, help="Stop after this many edits.")]
 MaxCostOption = Annotated[
-    float | None, typer.Option(callback=positive, help="Stop when editor cost (USD) reaches this.")
+    float | None,
+    typer.Option(
+        callback=positive,
+        help="Stop before a round when the editor's recorded cost (USD) has reached this (the "
+        "round's calls may pass it); it caps the editor's share of the cost estimate.",
+    ),
 ]
 
 
@@ -185,23 +192,28 @@ def evolve_command(
     max_tokens: MaxTokensOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
+    yes: YesOption = False,
+    confirm_above: ConfirmAboveOption = None,
 ) -> None:
     """Grow sibling harnesses from BASE along repair directions: each round an editor's patch
     is validated, judged against its parent on fresh seeds by an anytime-valid sequential test
     (--gate) at the run's --alpha (--error-control), checked on the whole split (--guard), and
-    committed as harnesses/<base>.<dir>.rN. Says first what its budget can detect."""
+    committed as harnesses/<base>.<dir>.rN. Says first what a paid model can cost (above the
+    threshold: --yes) and what its budget can detect."""
     from ..evolve.engine import Engine
     from ..workspace import load_workspace
     from .evolve_view import direction_log, render_evolve_result
+    from .preflight_view import evolve_cost
     from .progress import rollout_progress
     from .render import err_console
 
     options = dict(locals())  # every flag by name, read by _request
     ws = load_workspace()
     request = _request(ws, options)
-    log = direction_log(enabled=True)  # stderr: --json keeps stdout pure
-    with rollout_progress(err_console(), events=as_json) as progress:
-        result = Engine(request, ws, ws.open_store(store), log=log, progress=progress).run()
+    db = ws.open_store(store)
+    evolve_cost(ws, request, db, yes=yes, confirm_above=confirm_above)  # before any rollout
+    with rollout_progress(err_console(), events=as_json) as progress:  # stderr, as the log
+        result = Engine(request, ws, db, log=direction_log(enabled=True), progress=progress).run()
     render_evolve_result(request.base, result, split=split, as_json=as_json)
 
 

@@ -253,3 +253,25 @@ MaxTokensOption = Annotated[
         f"{DEFAULT_MAX_TOKENS:,}).",
     ),
 ]
+
+
+def usd_amount(value: float | None) -> float | None:
+    """An option callback: a finite amount of USD, 0 or more."""
+    finite(value)
+    if value is not None and value < 0:
+        raise typer.BadParameter(f"{value} is below 0")
+    return value
+
+
+ConfirmAboveOption = Annotated[
+    float | None,
+    typer.Option(
+        "--confirm-above",
+        metavar="USD",
+        callback=usd_amount,
+        help="Ask before a paid run whose cost bound (printed before the first rollout) is "
+        "above this many USD; without a terminal such a run is refused (exit 2) unless --yes "
+        "is given. Default: HARNESSCTL_CONFIRM_USD, else confirm_above_usd in harnessctl.yaml, "
+        "else 5.",
+    ),
+]

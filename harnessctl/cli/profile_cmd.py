@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from .options import (
+    ConfirmAboveOption,
     ExecutorOption,
     FreshContainerOption,
     JsonOption,
@@ -23,6 +24,7 @@ from .options import (
     placement,
     policy_of,
 )
+from .preflight_view import YesOption
 
 HarnessesArg = Annotated[
     list[str], typer.Argument(help="Harness directories or names under harnesses/.")
@@ -76,44 +78,65 @@ def profile_command(
     fresh_container: FreshContainerOption = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
+    yes: YesOption = False,
+    confirm_above: ConfirmAboveOption = None,
 ) -> None:
     """Profile harnesses (cached evaluation): success with a 95% interval, per category,
     outcomes, cost percentiles, the rescue set against the base, a behavior card, and the
-    pool's rescue matrix; stored, and written as YAML under profiles/."""
-    from ..harness import lineage_root
-    from ..profiles.reanchor import reanchor as refresh
-    from ..profiles.runner import profile_pool
+    pool's rescue matrix; stored, and written as YAML under profiles/. A paid model's cost
+    is said before the first rollout (above the threshold: --yes)."""
     from ..workspace import load_workspace
+    from .preflight_view import profile_cost
     from .profile_view import render_profiles
     from .progress import rollout_progress
     from .render import err_console
-
-    ws = load_workspace()
-    specs = [ws.load_harness(h) for h in harnesses]
-    base_spec = ws.load_harness(base) if base else lineage_root(specs[0], ws.harnesses_dir)
-    pol = policy_of(ws, policy, param, base_spec.manifest.env)
-    where = placement(ws, workers, sandbox, executor, ray_address, fresh_container)
-    runs = dict(split=split, rollouts=rollouts, seed=seed, command="profile")
-    template = eval_request(ws, base_spec, suite, pol, where, **runs)
-    db = ws.open_store(store)
-    out_dir = out or ws.root / "profiles"
-    env = base_spec.manifest.env
-    anchor = policy_of(ws, anchor_policy, anchor_param, env) if anchor_policy else None
-    drift = None
-    with rollout_progress(err_console(), events=as_json) as progress:
-        if reanchor:
-            drift = refresh(
-                specs, base_spec, template, db, anchor_policy=anchor, per_category=per_category,
-                sample_seed=sample_seed, out_dir=out_dir, progress=progress,
-            )  # fmt: skip
-            pool = drift.profiles
-        else:
-            pool = profile_pool(specs, base_spec, template, db, out_dir=out_dir, progress=progress)
-    render_profiles(pool, drift, template.policy.id, as_json=as_json)
-    _say_in_sample(db, specs, split)
     from .written import commit_written
 
+    options = dict(locals())  # every flag by name, read by the helpers
+    ws = load_workspace()
+    specs, base_spec, template = _template(ws, options)
+    db = ws.open_store(store)
+    if not reanchor:  # a re-anchoring sample's cost is not estimated here
+        profile_cost(ws, template, [base_spec, *specs], db, yes=yes, confirm_above=confirm_above)
+    with rollout_progress(err_console(), events=as_json) as progress:
+        pool, drift = _profiles(ws, options, specs, base_spec, template, db, progress)
+    render_profiles(pool, drift, template.policy.id, as_json=as_json)
+    _say_in_sample(db, specs, split)
     commit_written(ws, pool.paths, f"profile: {len(pool.profiles)} harness(es)", template)
+
+
+def _template(ws, o: dict):
+    """The profiled harnesses, the base and the evaluation template of flags ``o``."""
+    from ..harness import lineage_root
+
+    specs = [ws.load_harness(h) for h in o["harnesses"]]
+    base = ws.load_harness(o["base"]) if o["base"] else lineage_root(specs[0], ws.harnesses_dir)
+    pol = policy_of(ws, o["policy"], o["param"], base.manifest.env)
+    where = placement(
+        ws, o["workers"], o["sandbox"], o["executor"], o["ray_address"], o["fresh_container"]
+    )
+    runs = dict(split=o["split"], rollouts=o["rollouts"], seed=o["seed"], command="profile")
+    return specs, base, eval_request(ws, base, o["suite"], pol, where, **runs)
+
+
+def _profiles(ws, o: dict, specs, base_spec, template, db, progress):
+    """``(pool profiles, drift)``: the profiles, re-anchored when ``--reanchor`` asks."""
+    from ..profiles.reanchor import reanchor as refresh
+    from ..profiles.runner import profile_pool
+
+    out_dir = o["out"] or ws.root / "profiles"
+    if not o["reanchor"]:
+        pool = profile_pool(specs, base_spec, template, db, out_dir=out_dir, progress=progress)
+        return pool, None
+    env = base_spec.manifest.env
+    anchor = (
+        policy_of(ws, o["anchor_policy"], o["anchor_param"], env) if o["anchor_policy"] else None
+    )
+    drift = refresh(
+        specs, base_spec, template, db, anchor_policy=anchor, per_category=o["per_category"],
+        sample_seed=o["sample_seed"], out_dir=out_dir, progress=progress,
+    )  # fmt: skip
+    return drift.profiles, drift
 
 
 def _say_in_sample(db, specs, split: str) -> None:

@@ -5,7 +5,7 @@ cause named) instead of being retried as infrastructure on every rollout.
 A real model only: offline test doubles (``sim/*``, ``replay/*``) make no call, and a run
 whose rollouts are all in the store never gets here (the caller checks only when something
 runs). A policy that passed is not checked again in the same process (evolve and profile
-evaluate many times). Also :func:`estimate`: what a run of N rollouts can cost at most.
+evaluate many times). What a run can cost is :mod:`harnessctl.gateway.estimate`'s.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
@@ -179,55 +178,3 @@ def _listed(model: str, base: str, api_key: Any, option: str) -> bool:
             "%s: the server at %s lists %s, not %r", model, base, ", ".join(sorted(served)), name
         )
     return True
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """The most a run can spend: every rollout uses its whole token budget."""
-
-    model: str
-    rollouts: int
-    max_calls: int
-    max_tokens: int
-    input_per_token: float | None
-    output_per_token: float | None
-
-    @property
-    def usd(self) -> float | None:
-        """The upper bound in USD; None when litellm does not know the model's price."""
-        if self.input_per_token is None or self.output_per_token is None:
-            return None
-        return self.rollouts * self.max_tokens * max(self.input_per_token, self.output_per_token)
-
-    def line(self) -> str:
-        head = (
-            f"{self.rollouts} rollout(s) of {self.model} x up to {self.max_calls} calls and "
-            f"{self.max_tokens:,} tokens each"
-        )
-        if self.usd is None:
-            return f"{head}: price unknown to litellm (a local or custom model?)"
-        per_m = (
-            f"${1e6 * (self.input_per_token or 0):.2f}/${1e6 * (self.output_per_token or 0):.2f}"
-        )
-        return f"{head}: at most ${self.usd:,.2f} ({per_m} per 1M input/output tokens)"
-
-
-def estimate(model: str, rollouts: int, max_calls: int, max_tokens: int) -> Estimate:
-    """The cost bound of ``rollouts`` rollouts of ``model`` under the budgets (the price is
-    litellm's, looked up offline; unknown for a local or custom model)."""
-    from .llm import get_litellm
-
-    inp = out = None
-    try:
-        info = get_litellm().get_model_info(model)
-        inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-    except Exception:  # litellm knows no price for it
-        pass
-    return Estimate(
-        model,
-        rollouts,
-        max_calls,
-        max_tokens,
-        float(inp) if inp is not None else None,
-        float(out) if out is not None else None,
-    )
