@@ -9,7 +9,8 @@ from .options import JsonOption, StoreOption
 
 def show_command(
     ref: Annotated[
-        str, typer.Argument(help="A rollout's or a run's id, or a unique prefix (>= 4).")
+        str,
+        typer.Argument(metavar="ID", help="A rollout's or a run's id, or a unique prefix (>= 4)."),
     ],
     store: StoreOption = None,
     as_json: Annotated[
