@@ -43,7 +43,7 @@ def test_runs_and_compare_on_real_evals(workspace):
     assert again["cached"] == 8
 
     listed = json_of("runs")
-    assert listed["kind"] == "runs" and listed["version"] == 2
+    assert listed["kind"] == "runs" and listed["version"] == 3
     assert RunsResult.model_validate(listed).model_dump(mode="json") == listed
     assert [r["id"] for r in listed["runs"]] == [again["run_id"], crashy["run_id"], base["run_id"]]
     first = listed["runs"][2]

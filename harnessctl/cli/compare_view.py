@@ -35,7 +35,7 @@ def render_runs(result) -> None:
             f"  {command}" if r.parent_id else command,
             r.harness,
             f"{r.suite}/{r.split}",
-            r.policy,
+            r.policy_label,  # readable: model key=value (--json keeps the identity too)
             r.status,
             str(r.rollouts),
             rate,

@@ -66,14 +66,7 @@ def runs_command(
     if as_json:
         print_result(result)  # ``policy`` the identity, ``policy_params`` beside it
     else:
-        render_runs(_readable(result))
-
-
-def _readable(result):
-    """The listing as the table shows it: each policy read as ``model key=value`` (the
-    table prints ``policy``, which ``--json`` keeps as the identity hash)."""
-    runs = [r.model_copy(update={"policy": r.policy_label}) for r in result.runs]
-    return result.model_copy(update={"runs": runs})
+        render_runs(result)
 
 
 def compare_command(
