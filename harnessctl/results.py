@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from .profiles.evidence import ProfileEvidence
 from .records import Result
 
 
@@ -76,7 +77,7 @@ class RouteRecord(Result):
     """``route --json``: the ranked pool for one failed task, with each voter's answer."""
 
     kind: Literal["route"] = "route"
-    version: int = 2
+    version: int = 3
     task_id: str
     category: str
     failure_outcomes: list[str]
@@ -88,3 +89,7 @@ class RouteRecord(Result):
     """Candidate name -> the split of the profile it was ranked by."""
     in_sample: bool = False
     """The task was in the profiles' evidence: the ranking saw it."""
+    evidence: ProfileEvidence | None = None
+    """Which profiles ranked the candidates: their split (named by ``--split`` or chosen by
+    the default ``eval --router`` shares), the harnesses read and those left out (version
+    3)."""

@@ -16,7 +16,7 @@ pool_app = typer.Typer(
 
 SPLIT_HELP = (
     "Freeze the profiles of this split (default: each harness's newest, full profiles "
-    "first); what was frozen is printed."
+    "first); what was frozen is printed, and the pool id covers it."
 )
 
 
@@ -182,9 +182,11 @@ def verify_command(
     directory: Annotated[Path, typer.Argument(help="Exported pool directory.")],
     as_json: JsonOption = False,
 ) -> None:
-    """Check every checksum and harness hash of an exported pool; names any tampered file
-    (exit 1)."""
+    """Check every checksum and harness hash of an exported pool, each frozen profile
+    against pool.json, and that the pool id is the id of what it freezes (its trees and its
+    profiles' splits and content); names any tampered file (exit 1)."""
     from ..pool import Pool, verify_pool
+    from ..pool.identity import covers_profiles
     from ..results import VerifyResult
     from .render import console, err_console, escape, print_result
 
@@ -201,6 +203,14 @@ def verify_command(
         print_result(VerifyResult(path=str(directory), ok=True, pool_id=pool.id, harnesses=n))
         return
     console().print(escape(f"pool {pool.id}: {len(pool.names)} harnesses, all checksums match"))
+    if not covers_profiles(pool.manifest):  # readable, but its id predates issue #56
+        console().print(
+            escape(
+                "its id covers the harness trees, not the profiles (an older pool format; "
+                "the checksums cover them): export it again for an id that does"
+            ),
+            soft_wrap=True,
+        )
 
 
 def rescue_sim_command(

@@ -26,6 +26,14 @@ VoterParamOption = Annotated[
 FailuresOption = Annotated[
     str, typer.Option(help="Comma-separated ids (or unique prefixes) of its failed rollouts.")
 ]
+SplitOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Rank by the profiles of this split (default: the split `eval --router` reads "
+        "for these tasks: one every candidate has, other than the failures' split, train "
+        "first); the output names the split and the harnesses read."
+    ),
+]
 
 
 def route_command(
@@ -33,6 +41,7 @@ def route_command(
     failures: FailuresOption,
     k: Annotated[int, typer.Option("--k", min=1, help="How many harnesses to return.")] = 3,
     pool: PoolOption = None,
+    split: SplitOption = None,
     voter: VoterOption = None,
     voter_param: VoterParamOption = None,
     voter_timeout: Annotated[
@@ -42,7 +51,8 @@ def route_command(
     as_json: JsonOption = False,
 ) -> None:
     """Rank the pool for a failed task: smoothed rescue rates from the behavior profiles
-    (task category, failure outcomes), optionally Borda-combined with LLM votes."""
+    (task category, failure outcomes), optionally Borda-combined with LLM votes. Says which
+    profiles it read (split, harnesses); `eval --router` reads the same by default."""
     from ..policy import parse_params
     from ..profiles.candidates import route_failures
     from ..profiles.voting import Voter
@@ -63,7 +73,7 @@ def route_command(
         for v in voters:
             preflight(v.model, dict(v.params), option="--voter")
     candidates = pool_arg(pool) if pool else None
-    result = route_failures(ws, db, task, ids, pool=candidates, k=k, voters=voters)
+    result = route_failures(ws, db, task, ids, pool=candidates, k=k, voters=voters, split=split)
     if as_json:
         from ..results import RouteRecord
 

@@ -27,8 +27,10 @@ def render_route(console: Console, result) -> None:
             text("; ".join(c.reasons)),
         )
     console.print(table)
-    splits = sorted(set(result.profile_splits.values()))
-    if splits:
+    if result.evidence is not None:
+        console.print(text(result.evidence.describe()))
+    elif result.profile_splits:  # ranked from profiles given, not read from a store
+        splits = sorted(set(result.profile_splits.values()))
         console.print(text(f"ranked by profiles on split {', '.join(splits)}"))
     if result.in_sample:
         console.print(
@@ -67,6 +69,8 @@ def render_routed(console: Console, spec, request, result) -> None:
             f"{s.successes}/{s.rollouts}",
         )
     console.print(table)
+    if result.evidence is not None:  # the same line `route` prints: the router's evidence
+        console.print(text(result.evidence.describe()))
     d = result.to_dict()
     console.print(
         text(

@@ -22,7 +22,7 @@ from ..harness import HarnessSpec, check_environment, load_harness
 from ..policy import Policy
 from ..records import ModelCall, Profile, Trajectory
 from ..sandbox import Limits
-from .export import manifest_version
+from .identity import manifest_version
 from .integrity import KIND_RE, MANIFEST, PoolIntegrityError, check_pool
 from .tokens import NoTokenIds, TokenSequence, stitch
 
@@ -296,6 +296,8 @@ class Pool:
 
     @property
     def id(self) -> str:
+        """The pool's id: of its harness trees and (manifest version 3 on) each frozen
+        profile's split and content (:func:`harnessctl.pool.identity.pool_id`)."""
         return self.manifest["pool_id"]
 
     @property

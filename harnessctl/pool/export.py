@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import shutil
@@ -17,29 +16,10 @@ from ..harness import HarnessSpec, load_harness
 from ..records import Profile
 from ..runtime import PROTOCOL_VERSION
 from ..trees import copy_tree
+from .identity import SCHEMA_VERSION, file_sha256, pool_id
 from .integrity import MANIFEST, write_checksums
 
-SCHEMA_VERSION = 2
-"""The pool manifest's format (``version`` in pool.json; 1 named it ``schema_version``)."""
-
-
-def manifest_version(manifest: dict[str, Any], where: str) -> int:
-    """A pool manifest's format version (under its old name too); ``HarnessctlError`` for
-    one newer than this harnessctl reads or not an integer."""
-    version = manifest.get("version", manifest.get("schema_version"))
-    if not isinstance(version, int) or isinstance(version, bool) or version > SCHEMA_VERSION:
-        raise HarnessctlError(
-            f"{where}: pool version {version!r} is not one this harnessctl reads "
-            f"(1..{SCHEMA_VERSION}); upgrade harnessctl"
-        )
-    return version
-
-
 DEFAULT_ROUTER = {"kind": "profile-rescue", "smoothing_prior": 2.0, "k": 3, "voters": []}
-
-
-def pool_id(hashes: list[str]) -> str:
-    return hashlib.sha256("\n".join(sorted(hashes)).encode()).hexdigest()[:16]
 
 
 def _git_commit(repo_root: Path, path: Path) -> str | None:
@@ -116,10 +96,13 @@ def export_pool(
         commit = commits[hname]
         copy_tree(spec.path, tmp / "harnesses" / hname, expect=spec.hash)  # as hashed
         profile = profiles.get(hname)
+        frozen = None
         if profile is not None:
-            (tmp / "profiles" / f"{hname}.json").write_text(
+            path = tmp / "profiles" / f"{hname}.json"
+            path.write_text(
                 json.dumps(profile.dump(), indent=1, sort_keys=True) + "\n", encoding="utf-8"
-            )
+            )  # the id covers its split and these bytes (identity.pool_id)
+            frozen = {**_summary(profile), "split": profile.split, "sha256": file_sha256(path)}
         entries.append(
             {
                 "name": hname,
@@ -131,14 +114,14 @@ def export_pool(
                 "edit_id": spec.manifest.edit_id,
                 "env": spec.manifest.env,
                 "runtime": {"protocol": PROTOCOL_VERSION, "python": "3.8+ standard library"},
-                "profile": None if profile is None else _summary(profile),
+                "profile": frozen,
                 "reproduction": (reproductions or {}).get(hname),
             }
         )
     manifest = {
         "version": SCHEMA_VERSION,
         "name": name,
-        "pool_id": pool_id([e["hash"] for e in entries]),
+        "pool_id": pool_id(entries),
         "harnessctl_version": __version__,
         "created_at": round(time.time()),
         "policy": policy_id,

@@ -1,5 +1,6 @@
 """Checks of an exported pool before anything in it is used: its shape (regular files and
-directories only), the checksum of every file, and the manifest as data.
+directories only), the checksum of every file, the manifest as data, and that its id is the
+id of what it freezes (:mod:`harnessctl.pool.identity`: trees and profiles).
 
 A pool comes from elsewhere (a colleague, a download): nothing in it is followed or
 imported. A symlink, FIFO, socket or device anywhere in it is a problem (nothing is read by
@@ -10,7 +11,6 @@ registry's known names only, never as an import path.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HarnessctlError
+from .identity import file_sha256 as sha256
+from .identity import identity_problems
 
 CHECKSUMS = "SHA256SUMS"
 MANIFEST = "pool.json"
@@ -58,10 +60,6 @@ def _walk(root: Path) -> tuple[list[str], list[str]]:
             what = "a symlink" if stat.S_ISLNK(mode) else "a special file"
             problems.append(f"{path}: {what}; a pool holds regular files and directories only")
     return sorted(files), problems
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def write_checksums(root: Path) -> None:
@@ -131,7 +129,8 @@ def verify_pool(root: Path) -> list[str]:
         manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return [f"{root / MANIFEST}: not JSON ({exc})"]
-    return manifest_problems(str(root / MANIFEST), manifest)
+    # resealed checksums pass the loop above: the manifest's own account must hold too
+    return manifest_problems(str(root / MANIFEST), manifest) or identity_problems(root, manifest)
 
 
 def check_pool(root: Path) -> None:

@@ -1,5 +1,6 @@
 """Which harnesses a failed task may be routed to, and the routing of one failed task
-(``harnessctl route``): the failed rollouts, the candidate pool, their profiles, the ranking."""
+(``harnessctl route``): the failed rollouts, the candidate pool, their profiles (read as
+``eval --router`` reads them: :mod:`harnessctl.profiles.evidence`), the ranking."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 from ..errors import HarnessctlError
 from ..harness import HarnessSpec, lineage_root, load_harness
 from ..workspace import Workspace, harness_dirs
+from .evidence import read_evidence
 from .router import RouteResult, route
-from .runner import load_profiles
 from .voting import Voter
 
 
@@ -70,10 +71,13 @@ def route_failures(
     pool: Path | list[str] | None = None,
     k: int = 3,
     voters: list[Voter] | None = None,
+    split: str | None = None,
 ) -> RouteResult:
     """Rank the candidates for a task whose rollouts ``rollout_ids`` failed: ``pool``, else
-    every harness with a current profile under the rollouts' policy; never a harness that
-    produced one of the failures."""
+    every harness with a current profile under the rollouts' policy on the profiles' split
+    (the others are named in the result's ``evidence``); never a harness that produced one
+    of the failures. The profiles are of ``split``, else of the split ``eval --router``
+    would read for tasks of the failures' split (:func:`read_evidence`)."""
     from ..evolve.digest import digest
     from .voting import record_vote_calls
 
@@ -87,9 +91,10 @@ def route_failures(
     specs = [s for s in specs if s.hash not in failed_hashes]
     if not specs:
         raise HarnessctlError(f"no candidate harness with a profile under {policy_id}")
-    profiles = load_profiles(
-        store, specs, policy_id=policy_id, suite=suite, avoid_split=rows[0].split
-    )
+    profiles, evidence = read_evidence(
+        store, specs, policy_id=policy_id, suite=suite, judged_split=rows[0].split,
+        split=split, drop_missing=pool is None,
+    )  # fmt: skip
     result = route(
         profiles,
         task_id=task_id,
@@ -100,4 +105,5 @@ def route_failures(
         digests=[digest(r, store.trajectory(r)).render() for r in rows],
     )
     record_vote_calls(store, result.votes)  # the voters' calls belong in the call log
+    result.evidence = evidence
     return result

@@ -11,9 +11,10 @@ The base harness runs every (task, seed) for the comparison. Two ways to route:
   routed side read the scorer's verdicts and spent the base's rollouts *plus*
   ``extra_rollouts``: it is a retry with a verifier, not an equal-budget arm.
 
-Both sides report ``rollouts`` rollouts per task, paired on (task, seed). The evidence comes
-from profiles built on another split when one exists (``load_profiles(avoid_split=...)``),
-never from the judged rollouts.
+Both sides report ``rollouts`` rollouts per task, paired on (task, seed). The evidence is
+the candidates' profiles of one split, chosen as ``harnessctl route`` chooses it
+(:func:`harnessctl.profiles.evidence.read_evidence`: another split than the judged one when
+every candidate has one), never the judged rollouts.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from ..errors import HarnessctlError
 from ..harness import HarnessSpec
 from ..run.evaluate import EvalRequest, Progress, evaluate
 from ..summary import Summary, summarize
+from .evidence import ProfileEvidence, read_evidence
 from .router import route
-from .runner import edit_splits, load_profiles
+from .runner import edit_splits
 from .voting import Voter, record_vote_calls
 
 
@@ -48,6 +50,9 @@ class RoutedResult:
     router's evidence) or its accepted edits were built on."""
     informed_by: dict[str, list[str]] = field(default_factory=dict)
     """``profiles`` and ``edits``: the splits that informed the router and the siblings."""
+    evidence: ProfileEvidence | None = None
+    """Which profiles the router read (split, harnesses, why); printed, not in ``to_dict``
+    (``profile_splits`` and ``informed_by`` carry it in the JSON)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -86,12 +91,12 @@ def routed_eval(
         raise ValueError(f"when must be 'before' or 'failed', not {when!r}")
     base = request.harness
     candidates = [s for s in pool if s.hash != base.hash]
-    profiles = load_profiles(
+    profiles, evidence = read_evidence(
         store,
         candidates,
         policy_id=request.policy.id,
         suite=request.suite.name,
-        avoid_split=request.split,
+        judged_split=request.split,
     )
     evaluated = evaluate(request, store, progress).complete(request.harness.name)
     base_rows, base_run = evaluated.rows, evaluated.run_id
@@ -147,6 +152,7 @@ def routed_eval(
         tasks=len(judged),
         in_sample_tasks=sorted(judged & seen),
         informed_by=informed,
+        evidence=evidence,
     )
 
 

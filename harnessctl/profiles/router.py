@@ -16,10 +16,13 @@ valid voters together, ties broken by the profile score and then by name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records import Card, Profile, RescueCell
 from .voting import Vote, Voter, collect_votes
+
+if TYPE_CHECKING:
+    from .evidence import ProfileEvidence
 
 PRIOR = 4.0
 _NONE = RescueCell(rescued=0, of=0)  # no evidence in a cell
@@ -49,6 +52,9 @@ class RouteResult:
     """Candidate name -> the split its profile was built on (the router's evidence)."""
     in_sample: bool = False
     """The task was in the evidence: some candidate's profile ran it (its rescue counts it)."""
+    evidence: ProfileEvidence | None = None
+    """Which profiles were read (split, harnesses, why), when the caller chose them from a
+    store (:func:`harnessctl.profiles.evidence.read_evidence`)."""
 
     @property
     def top(self) -> list[Candidate]:
@@ -68,6 +74,7 @@ class RouteResult:
             ],
             "profile_splits": dict(self.profile_splits),
             "in_sample": self.in_sample,
+            "evidence": None if self.evidence is None else self.evidence.model_dump(mode="json"),
         }
 
 

@@ -134,16 +134,15 @@ def load_profiles(
     *,
     policy_id: str,
     suite: str,
-    avoid_split: str | None = None,
     split: str | None = None,
 ) -> dict[str, Profile]:
     """The current profile of each harness under ``policy_id`` on ``suite``, by name (each
     says its ``split``: callers print it).
 
-    ``split``: that split's profiles only. Otherwise, among several splits, one other than
-    ``avoid_split`` is preferred (the split being judged should not be the one the evidence
-    came from), then full profiles over re-anchoring samples, then the newest. A harness
-    without a profile is an error.
+    ``split``: that split's profiles only (a router reads one split for all candidates:
+    :func:`harnessctl.profiles.evidence.read_evidence` chooses it). Otherwise each harness's
+    own: full profiles over re-anchoring samples, then the newest. A harness without a
+    profile is an error.
     """
     found: dict[str, Profile] = {}
     for spec in specs:
@@ -156,7 +155,7 @@ def load_profiles(
                 f"no profile of {spec.name} ({spec.hash[:12]}) under policy {policy_id} on "
                 f"{on}: run `harnessctl profile` first"
             )
-        best = max(rows, key=lambda r: (r.split != avoid_split, r.kind == "full", r.created_at))
+        best = max(rows, key=lambda r: (r.kind == "full", r.created_at))
         found[spec.name] = stored_profile(best)
     return found
 

@@ -248,13 +248,16 @@ def test_profile_route_and_show_json_share_the_envelope(ws, baselined):
     failed = next(r for r in listed if r["outcome"] != "success")
     data = cli_json(ws, "route", "--task", failed["task"], "--failures", failed["id"])
     route = RouteRecord.model_validate(data)
+    # version 3: the profiles read (split, harnesses, why) under ``evidence`` (issue #56)
     assert list(data)[:2] == ["kind", "version"] and (data["kind"], data["version"]) == (
         "route",
-        2,
+        3,
     )
     assert route.task_id == failed["task"] and route.model_dump(mode="json") == data
     # the split of the evidence (profiled on test) and whether the task was in it
     assert set(route.profile_splits.values()) == {"test"}
+    assert route.evidence is not None and route.evidence.split == "test"
+    assert route.evidence.harnesses == sorted(route.profile_splits)
     test_tasks = {t.id for t in load_suite(ws / "examples" / "dbbench").tasks("test").tasks}
     assert route.in_sample == (failed["task"] in test_tasks)
     result = invoke(ws, "show", failed["id"], "--json")

@@ -19,6 +19,7 @@ from harnessctl.harness import load_harness
 from harnessctl.pool import Pool, PoolIntegrityError, verify_pool
 from harnessctl.pool.api import known_environment, task_from_record
 from harnessctl.pool.export import export_pool
+from harnessctl.pool.identity import pool_id
 from harnessctl.pool.integrity import write_checksums
 from harnessctl.trees import tree_hash
 from harnessctl.workspace import init_workspace
@@ -56,8 +57,10 @@ def manifest(pool_dir: Path) -> dict:
 
 
 def reseal(pool_dir: Path, data: dict | None = None) -> None:
-    """What a forger does after a change: rewrite pool.json and the checksums."""
+    """What a forger does after a change: rewrite pool.json (its id recomputed, as anyone
+    can) and the checksums."""
     if data is not None:
+        data["pool_id"] = pool_id(data["harnesses"])
         (pool_dir / "pool.json").write_text(json.dumps(data, indent=2))
     (pool_dir / "SHA256SUMS").unlink()
     write_checksums(pool_dir)

@@ -32,7 +32,7 @@ def test_export_verify_load_and_manifest(exported):
     assert (out.parent / "dbbench-pool.tar.gz").is_file()
     assert "all checksums match" in cli(ws, "pool", "verify", out).stdout
     manifest = json.loads((out / "pool.json").read_text())
-    assert manifest["version"] == 2 and manifest["name"] == "dbbench-pool"
+    assert manifest["version"] == 3 and manifest["name"] == "dbbench-pool"
     assert sorted(h["name"] for h in manifest["harnesses"]) == sorted(names)
     roles = {h["name"]: h["role"] for h in manifest["harnesses"]}
     assert roles["dbbench-base"] == "base" and list(roles.values()).count("base") == 1
@@ -134,26 +134,35 @@ def test_tampering_is_detected_and_named(exported, tmp_path):
 
 
 def test_a_pool_of_the_previous_format_loads_and_a_newer_one_is_refused(exported, tmp_path):
-    """pool.json of format 1 named its version ``schema_version``: such pools still load;
-    a version this harnessctl does not know is refused with the file named."""
+    """pool.json of format 1 named its version ``schema_version`` (and its id, as format 2's,
+    covered the trees only): such pools still load; a version this harnessctl does not know
+    is refused with the file named."""
     import shutil
 
     from harnessctl.errors import HarnessctlError
+    from harnessctl.pool.identity import trees_pool_id
     from harnessctl.pool.integrity import write_checksums
 
     _, out, names = exported
-    for version, key in ((1, "schema_version"), (3, "version")):
+    for version, key in ((1, "schema_version"), (4, "version")):
         copy = tmp_path / f"v{version}"
         shutil.copytree(out, copy)
         manifest = json.loads((copy / "pool.json").read_text())
         del manifest["version"]
         manifest[key] = version
+        if version == 1:
+            for entry in manifest["harnesses"]:
+                entry["profile"] = {
+                    k: v for k, v in entry["profile"].items() if k not in ("split", "sha256")
+                }
+            manifest["pool_id"] = trees_pool_id([e["hash"] for e in manifest["harnesses"]])
         (copy / "pool.json").write_text(json.dumps(manifest))
+        (copy / "SHA256SUMS").unlink()
         write_checksums(copy)
         if version == 1:
             assert sorted(Pool.load(copy).names) == sorted(names)
         else:
-            with pytest.raises(HarnessctlError, match="pool.json: pool version 3 is not one"):
+            with pytest.raises(HarnessctlError, match="pool.json: pool version 4 is not one"):
                 Pool.load(copy)
 
 
