@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .render import console, escape, pct, print_result, text
+from .render import console, escape, pct, print_result, print_table, text
 
 
 def _p(value: float | None) -> str:
@@ -40,7 +40,7 @@ def render_baselines(result, *, as_json: bool) -> None:
             _p(arm.vs_base_p),
             _p(arm.vs_base_holm),
         )
-    out.print(table)
+    print_table(out, table, names=("arm",))
     if result.combined:
         held = ", ".join(result.combined_siblings) or "none"
         out.print(f"all repairs combined: {escape(result.combined)} holds {escape(held)}")

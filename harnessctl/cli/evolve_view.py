@@ -7,7 +7,8 @@ from rich.table import Table
 from rich.tree import Tree
 
 from .profile_view import reproduce_cell
-from .render import console, err_console, escape, pct, print_result, text
+from .render import console, err_console, escape, pct, print_result, print_table, text
+from .status import active_status
 
 
 def direction_log(enabled: bool):
@@ -17,6 +18,10 @@ def direction_log(enabled: bool):
         if enabled:
             who = escape(direction or "evolve")
             err_console().print(f"[bold cyan]{who}[/] {escape(message)}")
+            status = active_status()
+            if status is not None:  # the heartbeat names the engine's latest step
+                first = (message.strip().splitlines() or [""])[0][:120]
+                status.touch(f"{direction or 'evolve'}: {first}")
 
     return log
 
@@ -81,7 +86,7 @@ def render_evolve(console: Console, base, result, split: str) -> None:
             reproduce_cell(v.reproduction),
             f"${v.cost_usd:.4f}",
         )
-    console.print(table)
+    print_table(console, table, names=("variant", "direction"))
     _gate_notes(console, result)
     largest = max((v.rescues for v in result.best.values()), default=0)
     console.print(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from .render import console, escape, pct, print_result, reproduced, text
+from .render import console, escape, pct, print_result, print_table, reproduced, text
 
 if TYPE_CHECKING:
     from ..records import RescueMatrix
@@ -67,7 +67,7 @@ def render_pool(console: Console, pool, policy_id: str) -> None:
             f"{p.tokens.mean:.0f}",
             text(p.card.summary if p.card else ""),
         )
-    console.print(table)
+    print_table(console, table, names=("harness",))
     if any(_unreproduced(p.harness.reproduction) for p in pool.profiles.values()):
         console.print(
             "UNREPRODUCED: its claimed rescues reproduce no better than its parent tried again "
@@ -103,7 +103,7 @@ def render_matrix(console: Console, m: RescueMatrix) -> None:
     for i, a in enumerate(m.harnesses):
         cells = [str(m.overlap[a][b]) for b in m.harnesses]
         grid.add_row(text(f"#{i + 1} {a}"), *cells, str(len(m.unique[a])))
-    console.print(grid)
+    print_table(console, grid, names=("harness",))
     console.print(
         f"union of all-fail tasks rescued: {m.union_size} tasks; "
         f"largest single harness: {m.largest_single}"
@@ -132,4 +132,4 @@ def render_drift(console: Console, result) -> None:
             text(rescue),
             "yes" if d.drifted else "no",
         )
-    console.print(table)
+    print_table(console, table, names=("harness",))

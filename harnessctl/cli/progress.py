@@ -1,3 +1,7 @@
+"""Progress of a long command's counted work on stderr: a live bar on a terminal, plain lines
+in a log or CI job, JSON lines under ``--json`` (stdout stays pure JSON). The command's status
+line (:mod:`.status`) names what loads before the counts start and fills the silences."""
+
 from __future__ import annotations
 
 import time
@@ -6,6 +10,21 @@ from contextlib import contextmanager
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from .render import escape
+from .status import Status, active_status
+
+
+class _Bar(Progress):
+    """The rollout bar with the status's spinner line under it while a step runs."""
+
+    status: Status | None = None
+
+    def get_renderables(self):
+        yield from super().get_renderables()
+        line = self.status.line() if self.status is not None else None
+        if line is not None:
+            yield line
 
 
 @contextmanager
@@ -25,7 +44,7 @@ def rollout_progress(
     if not console.is_terminal:  # a log file or a CI job: plain lines, now and then
         yield plain_progress(console, what=what)
         return
-    bar = Progress(
+    bar = _Bar(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -34,24 +53,37 @@ def rollout_progress(
         console=console,
         transient=True,
     )
+    bar.status = status = active_status()
     task_id = None
+    named = [what]
 
     def update(event: str, done: int, total: int) -> None:
         nonlocal task_id
         label = _label(event)
-        described = f"{label} {what}" if label else what
+        if label:
+            named[0] = f"{label} {what}"
+        described = escape(named[0])  # the description column is markup
         if task_id is None:
             task_id = bar.add_task(described, total=total)
         if label:
             bar.update(task_id, description=described)
         bar.update(task_id, completed=done, total=total)
+        if status is not None:  # what a spinner after the bar says
+            status.latest = f"{named[0]} {done}/{total}"
 
-    with bar:
-        yield update
+    if status is not None:
+        status.attach(bar)
+    try:
+        with bar:
+            yield update
+    finally:
+        if status is not None:
+            status.attach(None)
 
 
 PLAIN_EVERY_S = 10.0
-"""How often plain progress prints a line when output is not a terminal."""
+"""How often plain progress prints a line when output is not a terminal (between them, the
+command's status prints a heartbeat after :data:`QUIET_S` of silence)."""
 
 
 def plain_progress(
@@ -62,7 +94,9 @@ def plain_progress(
 ) -> Callable[[str, int, int], None]:
     """A progress callback that prints ``rollouts N/M (P%), Ts elapsed`` (``what`` in place
     of rollouts) at the start, at most every ``every_s`` seconds, and when the last is done."""
-    started = clock()
+    status = active_status()
+    # the command's clock when it has a status: its heartbeat and these lines then agree
+    started = status.started if status is not None and status.clock is clock else clock()
     last = [-every_s]
     named = [""]
 
@@ -71,12 +105,16 @@ def plain_progress(
         label = _label(event)
         if label:
             named[0] = f"{label} "
+        share = 100 * done / total if total else 100.0
+        counted = f"{named[0]}{what} {done}/{total} ({share:.0f}%)"
         if not event.startswith("start") and done < total and now - last[0] < every_s:
+            if status is not None:
+                status.latest = counted  # the heartbeat's line says the latest count
             return
         last[0] = now
-        share = 100 * done / total if total else 100.0
-        line = f"{named[0]}{what} {done}/{total} ({share:.0f}%), {now:.0f}s elapsed"
-        console.print(line, highlight=False, markup=False)
+        console.print(f"{counted}, {now:.0f}s elapsed", highlight=False, markup=False)
+        if status is not None:
+            status.touch(counted)
 
     return update
 
@@ -90,6 +128,7 @@ def json_progress(
 
     started = clock()
     named = [""]
+    status = active_status()
 
     def update(event: str, done: int, total: int) -> None:
         label = _label(event)
@@ -105,6 +144,8 @@ def json_progress(
         }
         console.file.write(json.dumps(line) + "\n")
         console.file.flush()
+        if status is not None:
+            status.touch(f"{named[0]} {what} {done}/{total}".strip())
 
     return update
 
@@ -117,12 +158,24 @@ def _label(event: str) -> str:
 @contextmanager
 def stage(console: Console, text: str) -> Iterator[None]:
     """Progress of a step that has no count (reading the store, rendering a report): a
-    spinner on a terminal, else a line when it starts and one when it ends, with its time."""
+    spinner on a terminal (the command's status line when it has one), else a line when it
+    starts and one when it ends, with its time. ``text`` is markup."""
+    from ..phases import phase
+    from .render import shown
+
     started = time.monotonic()
+    status = active_status()
+    plain = shown(text)
     if console.is_terminal:
+        if status is not None and status.live:
+            with phase(plain):
+                yield
+            return
         with console.status(text):
             yield
         return
     console.print(f"{text}...", highlight=False)
+    if status is not None:
+        status.touch(plain)
     yield
     console.print(f"{text}: done in {time.monotonic() - started:.1f}s", highlight=False)

@@ -31,6 +31,7 @@ __all__ = [
     "print_error",
     "print_json_text",
     "print_result",
+    "print_table",
     "terminal_safe",
     "text",
 ]
@@ -72,6 +73,12 @@ def text(*parts: Any, style: str = "") -> Text:
     return out
 
 
+def shown(markup: str) -> str:
+    """The text a markup string shows (its tags gone, escapes undone): a markup label given to
+    a plain-text sink, such as the status line's heartbeat."""
+    return Text.from_markup(markup).plain
+
+
 def _sized(c: Console) -> Console:
     # COLUMNS read from os.environ as it is now: rich reads the mapping it found at import,
     # and a library that replaces os.environ (datasets' multiprocess map does) would leave
@@ -86,6 +93,11 @@ def _sized(c: Console) -> Console:
 
 
 def console() -> Console:
+    """The console of a command's result (stdout). Asking for it ends the command's status
+    line: a spinner must not redraw beside a table on the same terminal."""
+    from .status import result_ahead
+
+    result_ahead()
     # Not cached: the width follows COLUMNS when the output is made (a long-lived process,
     # a test runner, may change it between commands).
     return _sized(Console(highlight=False))
@@ -94,6 +106,50 @@ def console() -> Console:
 @lru_cache(maxsize=1)
 def err_console() -> Console:
     return _sized(Console(stderr=True, highlight=False))
+
+
+PROSE_COLUMNS = 20
+"""Off a terminal, a wrapping column (a card, a note) is this wide at least when a table grows
+past COLUMNS for its names: a few words a line, not one."""
+
+
+def print_table(console: Console, table: Any, names: tuple[str, ...] = ()) -> None:
+    """Print ``table`` with the cells of its ``names`` columns (harness, variant, task and
+    category names: what a reader copies into the next command) whole. On a terminal they fold
+    at its width rather than end in an ellipsis. Anywhere else (a pipe, a log) a name is never
+    split: those columns do not wrap and the table takes the width they need, past COLUMNS
+    if it must (a pipe has no width to keep, and a name broken over two lines is one that
+    grep and copy-paste miss); the other columns still wrap, at spaces, no word split either.
+    ``--json`` is the form for programs; a hint to use it would not mend the table."""
+    columns = [c for c in table.columns if c.header in names]
+    for column in columns:
+        column.overflow = "fold"
+    if console.is_terminal or not columns:
+        console.print(table)
+        return
+    from rich.measure import Measurement
+
+    wide = console.options.update_width(1 << 16)
+    wrapping = []
+    for column in table.columns:
+        sizes = [Measurement.get(console, wide, cell) for cell in (column.header, *column.cells)]
+        low, high = max(m.minimum for m in sizes), max(m.maximum for m in sizes)
+        if column in columns:
+            column.no_wrap, column.min_width = True, high
+        else:
+            wrapping.append((low, high))
+    # rich narrows the widest wrapping columns first, down to one level for all: that level
+    # must hold the longest word of every one of them (and a few words of prose a line)
+    level = max((low for low, _ in wrapping), default=0)
+    level = max(level, PROSE_COLUMNS)
+    need = Measurement.get(console, wide, table).minimum
+    need += sum(min(high, level) - low for low, high in wrapping)
+    width = console.width
+    console.width = max(width, need)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 def pct(x: float) -> str:
@@ -118,6 +174,10 @@ def print_json_text(data: str) -> None:
     if len(data) > PLAIN_JSON_BYTES:
         import json
         import sys
+
+        from .status import result_ahead
+
+        result_ahead()
 
         sys.stdout.write(json.dumps(json.loads(data), indent=2, ensure_ascii=True) + "\n")
         sys.stdout.flush()
@@ -158,16 +218,20 @@ def show_library_warnings() -> None:
 def handle_errors(func, exit_code: int | None = None):
     """Turn a HarnessctlError into a one-line message and its exit code (``exit_code`` when
     given: a command whose exit codes mean something else), without a traceback; the
-    library's warnings go to stderr."""
+    library's warnings go to stderr; a long command shows its status line while it runs
+    (:mod:`.status`: ended before an error prints)."""
     import typer
 
     from ..errors import HarnessctlError
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        from .status import command_status
+
         show_library_warnings()
         try:
-            return func(*args, **kwargs)
+            with command_status(func.__name__, as_json=bool(kwargs.get("as_json"))):
+                return func(*args, **kwargs)
         except HarnessctlError as exc:
             print_error(exc)
             raise typer.Exit(int(exit_code or getattr(exc, "exit_code", 2) or 2)) from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .render import console, err_console, escape, pct, print_result, text
+from .render import console, err_console, escape, pct, print_result, print_table, text
 
 
 def render_eval(spec, request, result, *, as_json: bool) -> None:
@@ -48,14 +48,14 @@ def render_summary(console: Console, spec, request, result) -> None:
     outcomes.add_column("share", justify="right")
     for name, count in sorted(s.outcomes.items(), key=lambda kv: -kv[1]):
         outcomes.add_row(text(name), str(count), pct(count / s.rollouts))
-    console.print(outcomes)
+    print_table(console, outcomes, names=("outcome",))
     cats = Table(title="by category", show_edge=False)
     cats.add_column("category")
     cats.add_column("success", justify="right")
     cats.add_column("rollouts", justify="right")
     for name, row in s.categories.items():
         cats.add_row(text(name), pct(row.success_rate), str(row.rollouts))
-    console.print(cats)
+    print_table(console, cats, names=("category",))
     console.print(
         f"tokens {s.prompt_tokens:,} prompt + {s.completion_tokens:,} completion, "
         f"cost ${s.cost_usd:.4f}, mean steps {s.mean_steps:.1f}, "

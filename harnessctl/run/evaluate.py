@@ -16,12 +16,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
 from ..constants import INFRA_RETRIES
 from ..envs import Task, TaskProblem
 from ..errors import InfraError
 from ..harness import HarnessSpec, check_environment, rollout_version
+from ..phases import phase
 from ..policy import Policy
 from ..sandbox import Limits
 from ..suite import Suite
@@ -180,7 +182,9 @@ def evaluate(
     check_policy_environment(request.policy.model, suite.config.env)
     check_policy_params(request.policy.model, request.policy.params)
     check_model_params(request.policy.model, request.policy.params, request.policy.secrets)
-    taskset = suite.tasks(request.split)
+    kind = suite.config.env
+    with phase(f"loading the tasks of suite {suite.name}, split {request.split} ({kind})"):
+        taskset = suite.tasks(request.split)
     tasks = taskset.tasks
     if request.task_ids:
         check_task_ids(request.task_ids, [t.id for t in tasks], request.split)
@@ -206,8 +210,12 @@ def evaluate(
 
         check_compiles(harness)  # before any rollout runs (and is cached) failing
 
-        preflight(request.policy.model, request.policy.call_params)
-        if before_run is not None:
+        from ..policies import is_offline
+
+        model = request.policy.model  # a real one: litellm's import (seconds) and one call
+        with nullcontext() if is_offline(model) else phase(f"checking that {model} answers"):
+            preflight(model, request.policy.call_params)
+        if before_run is not None:  # outside any phase: it may ask on the terminal
             before_run(len(pending))
     store.mark_dead_runs()  # a killed run's claims are free again
     run = start_run(store, request)

