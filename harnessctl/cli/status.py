@@ -40,9 +40,10 @@ LONG_COMMANDS = {
 STARTING = "starting (loading harnessctl, the workspace and its store)"
 """What every long command does first (a second or more on a busy machine: the store's and
 the records' imports), until the library names a step."""
-QUIET_S = 3.0
+QUIET_S = 2.5
 """The heartbeat after this long without a line (issue #56: never 5 s silent; the margin is
-for a loaded machine, where a thread may wait a second for its turn)."""
+for a loaded machine: with five runnable processes a core, the heartbeat's thread was seen
+to wait two seconds for its turn)."""
 TICK_S = 0.2
 _ACTIVE: ContextVar[Status | None] = ContextVar("harnessctl_status", default=None)
 

@@ -155,7 +155,8 @@ def _active(monkeypatch, status: Status) -> None:
 def test_the_heartbeat_names_the_step_or_the_count_after_each_quiet_spell(monkeypatch):
     console = Console(file=io.StringIO(), width=200, force_terminal=False)
     clock = Clock()
-    status = Status(console, "eval", live=False, clock=clock)
+    quiet = 3.0
+    status = Status(console, "eval", live=False, clock=clock, quiet_s=quiet)
     status.tick = lambda: None  # type: ignore[method-assign]  # the test ticks it itself
     _active(monkeypatch, status)
     with status, listening(status.phases):
@@ -163,15 +164,15 @@ def test_the_heartbeat_names_the_step_or_the_count_after_each_quiet_spell(monkey
         with phase("importing tau2-bench's package"):
             with phase("importing tau2-bench's package"):
                 pass  # the same step again: said once
-            clock.now += QUIET_S - 0.1
+            clock.now += quiet - 0.1
             Status.tick(status)  # not yet due
             clock.now += 0.1
             Status.tick(status)
             clock.now += 1
-            Status.tick(status)  # the heartbeat printed a line: the next is QUIET_S later
+            Status.tick(status)  # the heartbeat printed a line: the next is `quiet` later
         update = plain_progress(console, every_s=1000, clock=clock, what="rollouts")
         update("start eval: tau2-base", 0, 4)
-        clock.now += QUIET_S
+        clock.now += quiet
         Status.tick(status)
     assert _lines(console) == [
         f"eval: {STARTING}",
@@ -181,8 +182,8 @@ def test_the_heartbeat_names_the_step_or_the_count_after_each_quiet_spell(monkey
         "eval: tau2-base rollouts 0/4 (0%), 7s elapsed",
     ]
     # never more than 5 s without a line: the heartbeat is due after QUIET_S, looked for
-    # every TICK_S, and a loaded machine may delay its thread by about a second
-    assert QUIET_S + TICK_S <= 4.0
+    # every TICK_S, and a loaded machine may delay its thread by a second or two
+    assert QUIET_S + TICK_S <= 3.0
 
 
 def test_the_status_ends_before_the_result_prints(monkeypatch):
