@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from .render import terminal_safe
+from .safe_text import terminal_safe, text
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -54,16 +54,17 @@ def active_status() -> Status | None:
 
 
 @contextmanager
-def command_status(func_name: str, as_json: bool = False) -> Iterator[Status | None]:
-    """The status of the command ``func_name`` while it runs (None for a short command)."""
+def command_status(
+    func_name: str, console: Console, as_json: bool = False
+) -> Iterator[Status | None]:
+    """The status of the command ``func_name`` while it runs (None for a short command), on
+    ``console`` (stderr's)."""
     command = LONG_COMMANDS.get(func_name)
     if command is None:
         yield None
         return
     from ..phases import listening
-    from .render import err_console
 
-    console = err_console()
     status = Status(console, command, live=console.is_terminal and not as_json)
     token = _ACTIVE.set(status)
     try:
@@ -200,8 +201,6 @@ class Status:
         if self._done or self._paused or not (self.stack or not self.said or self._idle):
             return None
         from rich.spinner import Spinner
-
-        from .render import text
 
         self._spinner = self._spinner or Spinner("dots", style="cyan")
         self._spinner.update(text=text(f"{self.doing()} ({self.clock() - self.started:.0f}s)"))

@@ -21,6 +21,7 @@ from rich.console import Console
 
 from harnessctl.cli import status as status_mod
 from harnessctl.cli.progress import plain_progress
+from harnessctl.cli.render import err_console
 from harnessctl.cli.status import QUIET_S, STARTING, TICK_S, Status
 from harnessctl.phases import current, listening, phase
 
@@ -232,7 +233,7 @@ def test_phases_reach_the_listener_of_their_context_only():
 
 @pytest.mark.parametrize("as_json", [False, True])
 def test_only_long_commands_get_a_status(as_json):
-    with status_mod.command_status("show_command", as_json=as_json) as none:
+    with status_mod.command_status("show_command", err_console(), as_json=as_json) as none:
         assert none is None and status_mod.active_status() is None
     assert set(status_mod.LONG_COMMANDS.values()) >= {
         "eval", "evolve", "profile", "bench", "test", "export-pool", "rescue-sim", "report",

@@ -172,7 +172,7 @@ def test_every_printer_goes_through_the_one_filter():
     cli_dir = ROOT / "harnessctl" / "cli"
     offenders = []
     for path in sorted(cli_dir.glob("*.py")):
-        if path.name == "render.py":
+        if path.name in ("render.py", "safe_text.py"):  # the rendering layer itself
             continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
