@@ -125,6 +125,10 @@ def _register_providers(litellm: ModuleType) -> None:
     register_providers(litellm)
 
 
+_PRICE_KEYS = ("input_cost_per_token", "output_cost_per_token")
+"""USD per token given with a call's params: litellm's keys for a custom price."""
+
+
 def complete(
     model: str,
     messages: list[dict[str, Any]],
@@ -158,6 +162,9 @@ def complete(
     timeout_s = call_timeout(model, params, timeout_s)
     kwargs: dict[str, Any] = {"drop_params": True, **params}
     kwargs.update(model=model, messages=messages, timeout=timeout_s, num_retries=0, max_retries=0)
+    # a price given as params (a model litellm does not map): litellm's cost ignores it
+    # unless told, and the call would be recorded at $0 (so --max-editor-cost never tripped)
+    prices = {k: float(params[k]) for k in _PRICE_KEYS if params.get(k) is not None}
     started = time.monotonic()
     last: BaseException | None = None
     for attempt in range(1, retries + 2):
@@ -179,7 +186,7 @@ def complete(
             if attempt <= retries:
                 time.sleep(backoff_s * 2 ** (attempt - 1))
             continue
-        done = _to_completion(litellm, response, model, messages, attempt, started)
+        done = _to_completion(litellm, response, model, messages, attempt, started, prices)
         if params.get("return_token_ids") and done.prompt_ids is None and params.get("api_base"):
             from .server_tokens import prompt_ids
 
@@ -302,6 +309,7 @@ def _to_completion(
     messages: list[dict[str, Any]],
     attempts: int,
     started: float,
+    prices: dict[str, float] | None = None,
 ) -> Completion:
     choice = response.choices[0]
     content = choice.message.content or ""
@@ -318,7 +326,12 @@ def _to_completion(
         )
         completion_tokens = litellm.token_counter(model=model, text=said)
     try:
-        cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+        cost = float(
+            litellm.completion_cost(
+                completion_response=response, custom_cost_per_token=prices or None
+            )
+            or 0.0
+        )
     except Exception:  # unknown price (local or custom model): cost is unknown, not an error
         cost = 0.0
     prompt_ids, completion_ids, logprobs = token_capture(response)

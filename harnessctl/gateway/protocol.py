@@ -34,7 +34,9 @@ SECRET_SEGMENTS = frozenset(
     }
 )  # fmt: skip
 _SECRET_SUBSTRING = re.compile(r"apikey|api_key|secret|passw|credential|bearer|auth", re.I)
-_NOT_SECRET = frozenset({"max_tokens", "max_completion_tokens", "input_cost_per_token"})
+_NOT_SECRET = frozenset(
+    {"max_tokens", "max_completion_tokens", "input_cost_per_token", "output_cost_per_token"}
+)
 # Values that are credentials whatever their name: provider keys, bearer strings, JWTs.
 _SECRET_VALUE = re.compile(
     r"^\s*(?:bearer\s+\S|(?:sk|pk|rk|ak|hf|gh[pousr]|xox[abp])[-_][A-Za-z0-9_\-]{8,}"

@@ -61,6 +61,14 @@ def test_plain_call_returns_content_tokens_and_attempts(stub):
     assert "metadata" not in req.body  # harnessctl metadata is for custom providers only
 
 
+def test_a_price_given_as_params_is_what_the_call_costs(stub):
+    """A model litellm does not map, priced by the user (the hosted recipe's local servers, a
+    fine-tune): the call is recorded at that price, not at $0, so cost caps can trip."""
+    stub.reply("4", prompt_tokens=1000, completion_tokens=500)
+    c = call(stub.url, input_cost_per_token=1e-6, output_cost_per_token=2e-6)
+    assert c.cost_usd == pytest.approx(1000 * 1e-6 + 500 * 2e-6)
+
+
 def test_one_500_then_success_is_retried(stub):
     stub.fail(500).reply("ok")
     c = call(stub.url)

@@ -589,7 +589,17 @@ def test_litellm_credential_params_are_secrets(litellm_module):
     sensitive = [n for n in CredentialLiteLLMParams.model_fields if masker.is_sensitive_key(n)]
     assert "api_key" in sensitive and "aws_secret_access_key" in sensitive
     assert [n for n in sensitive if not protocol.is_secret(n)] == []
-    for name in ("max_tokens", "temperature", "top_p", "seed", "stop", "tools", "api_base"):
+    prices = ("input_cost_per_token", "output_cost_per_token")  # part of the policy's identity
+    for name in (
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "seed",
+        "stop",
+        "tools",
+        "api_base",
+        *prices,
+    ):
         assert not protocol.is_secret(name)
 
 
