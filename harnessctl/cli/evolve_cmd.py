@@ -259,5 +259,7 @@ def evolve_request(ws, evaluation, directions: str | None, editor: str, editor_p
     if isinstance(model, str):  # an LLM editor: a missing key stops evolve before round 1
         from ..gateway.preflight import preflight
 
-        preflight(model, dict(getattr(tool, "params", {}) or {}), option="--editor")
+        # what its calls send (its own settings such as edit_format are not the provider's)
+        sent = tool.call_params() if hasattr(tool, "call_params") else getattr(tool, "params", {})
+        preflight(model, dict(sent or {}), option="--editor")
     return EvolveRequest(base=spec, eval=evaluation, directions=chosen, editor=tool, **settings)
