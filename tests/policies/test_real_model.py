@@ -198,6 +198,7 @@ def test_one_evolve_round_with_the_real_model_as_editor(ws, model):
         assert rows[0].reason in rows[1].prompt, rows[1].prompt[-2000:]
 
 
+@pytest.mark.timeout(900)  # an evolve, a profile, a vote and a rescue: 300 s ran out under load
 def test_router_voting_and_the_pool_rescue_with_the_real_model(ws, model):
     from harnessctl.policy import Policy
     from harnessctl.pool import EndpointPolicy, Pool, rescue_group

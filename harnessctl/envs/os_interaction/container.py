@@ -50,7 +50,8 @@ from .session import Marker, Session, User, marker_line, strip_markers
 
 DEFAULT_IMAGE = "harnessctl-os:latest"
 DOCKER_TIMEOUT_S = 60.0
-SESSION_START_S = 10.0
+SESSION_START_S = 30.0
+# (10 s ran out under a loaded two-core machine: docker exec alone took seconds there)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 #: Docker's default capabilities that no task uses (no network; no device nodes, file
 #: capabilities or chroot in AgentBench's tasks). The agent's shell drops one more
