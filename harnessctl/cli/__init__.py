@@ -11,6 +11,7 @@ from . import (
     eval_cmd,
     evolve_cmd,
     export_edits_cmd,
+    export_harbor_cmd,
     export_traces_cmd,
     init_cmd,
     new_env_cmd,
@@ -74,6 +75,7 @@ app.command("eval")(handle_errors(eval_cmd.eval_command))
 app.command("evolve")(handle_errors(evolve_cmd.evolve_command))
 app.command("export-edits")(handle_errors(export_edits_cmd.export_edits_command))
 app.command("export-traces")(handle_errors(export_traces_cmd.export_traces_command))
+app.command("export-harbor")(handle_errors(export_harbor_cmd.export_harbor_command))
 app.command("export-pool")(handle_errors(pool_cmd.export_pool_command))
 app.command("rescue-sim")(handle_errors(pool_cmd.rescue_sim_command))
 app.add_typer(pool_cmd.pool_app, name="pool")
