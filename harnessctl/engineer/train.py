@@ -77,12 +77,31 @@ def _claim(out: Path, config: TrainConfig) -> dict[str, Any]:
 
 
 def _weights_id(folder: Path) -> str:
+    """A hash of the weights and their configuration. A configuration is hashed in canonical
+    form: peft writes ``target_modules`` from a set, in an order that changes with the
+    process's hash seed, so the same weights would otherwise get another id per process."""
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        if path.suffix in (".safetensors", ".bin") or path.name.endswith("config.json"):
-            digest.update(path.relative_to(folder).as_posix().encode())
-            digest.update(path.read_bytes())
+        if path.suffix in (".safetensors", ".bin"):
+            body = path.read_bytes()
+        elif path.name.endswith("config.json"):
+            canonical = _canonical(json.loads(path.read_text(encoding="utf-8")))
+            body = json.dumps(canonical, sort_keys=True).encode()
+        else:
+            continue
+        digest.update(path.relative_to(folder).as_posix().encode())
+        digest.update(body)
     return digest.hexdigest()[:16]
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with every list of names sorted (sets written as lists) and keys sorted."""
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [_canonical(v) for v in value]
+        return sorted(items) if all(isinstance(v, str) for v in items) else items
+    return value
 
 
 def _write(

@@ -182,3 +182,25 @@ def test_the_step_log_is_the_manifest_curve(sft):
     lines = (out / "steps.jsonl").read_text().splitlines()
     assert [StepLog.model_validate_json(x) for x in lines] == EngineerManifest.load(out).curve
     assert isinstance(Path(EngineerManifest.load(out).data.path), Path)
+
+
+def test_an_engineers_id_does_not_depend_on_the_order_peft_writes_its_modules(tmp_path):
+    """peft writes ``target_modules`` from a set, in an order that changes with the process's
+    hash seed: the same weights in two processes are one engineer (one id)."""
+    from harnessctl.engineer.train import _weights_id
+
+    ids = []
+    for name, modules in (
+        ("a", ["q_proj", "o_proj", "v_proj"]),
+        ("b", ["v_proj", "q_proj", "o_proj"]),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "adapter_model.safetensors").write_bytes(b"same weights")
+        (folder / "adapter_config.json").write_text(
+            json.dumps({"target_modules": modules, "r": 16})
+        )
+        ids.append(_weights_id(folder))
+    assert ids[0] == ids[1]
+    (tmp_path / "b" / "adapter_model.safetensors").write_bytes(b"other weights")
+    assert _weights_id(tmp_path / "b") != ids[0]
