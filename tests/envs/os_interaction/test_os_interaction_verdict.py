@@ -67,7 +67,9 @@ def test_the_start_script_runs_in_the_agents_shell(tmp_path):
         assert seen.strip() == "set-by-start /tmp unmarked", seen
         # what start left running survives a command stopped at its time limit
         played.step("bash", "sleep 60", None)
-        alive = played.step("bash", "pgrep -x sleep | wc -l", None).observation
+        # start's sleep by its whole command line: the stopped `sleep 60` may still be on its
+        # way out when this runs (seen under load), and is not what this checks
+        alive = played.step("bash", "pgrep -fx 'sleep 300' | wc -l", None).observation
         assert alive.strip() == "1", alive
     finally:
         played.close()
