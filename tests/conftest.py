@@ -12,11 +12,6 @@ import pytest
 from tests.helpers import BASE_HARNESS, EXAMPLE_SUITE, ROOT
 from tests.helpers.workspaces import KEPT_ENV
 
-# Every Ray cluster a test starts (ray.cluster_utils' too, and the CLIs' through
-# harnessctl.run.ray) waits as long for its GCS as harnessctl's own local cluster does: Ray's
-# 30 s ran out on a loaded two-core CI machine
-os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")
-
 SLOW_FIXTURES = frozenset({"dbbench_world", "small_pool"})
 """Session fixtures that run an evolve: every test using one is in the slow tier."""
 WORLD_FIXTURES = SLOW_FIXTURES | {"miniwob_world", "pool_dir", "world_ws"}

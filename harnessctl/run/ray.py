@@ -49,9 +49,6 @@ LOCAL_CLUSTER_ENV = {
     # token authentication (Ray >= 2.52): a process without the token the cluster writes to
     # ~/.ray/auth_token (another user of the machine) cannot submit tasks to it
     "RAY_AUTH_MODE": "token",
-    # Ray waits 30 s for its GCS to publish its port; on a busy machine (two cores, a test run
-    # or a trainer beside it) the GCS has taken longer, and the cluster failed to start
-    "RAY_gcs_server_port_wait_time_s": "120",
 }
 """What a local cluster harnessctl starts runs with, unless the environment says otherwise
 (another machine's driver would join a cluster ``ray start --head`` made, not this one)."""
@@ -98,6 +95,11 @@ def _reread_environment() -> None:
     switch = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1").lower()
     ray_constants.ENABLE_RAY_CLUSTER = switch in ("1", "true")
     _raylet.Config.initialize("")  # type: ignore[attr-defined]  # compiled, no stub for it
+    # the token too: a token Ray found earlier (another HOME, another cluster) is cached, and
+    # ray.init would then write none where the GCS looks (~/.ray/auth_token): it dies at start
+    loader = getattr(_raylet, "AuthenticationTokenLoader", None)
+    if loader is not None:
+        loader.instance().reset_cache()
 
 
 def _check_loopback(ray: Any) -> None:

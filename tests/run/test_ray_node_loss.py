@@ -40,6 +40,11 @@ def two_nodes():
         )
     if ray.is_initialized():
         ray.shutdown()
+    from ray._raylet import AuthenticationTokenLoader
+
+    # a token Ray read under an earlier test's HOME is cached: its GCS, a fresh process, would
+    # look in this HOME for one the driver never wrote (RAY_AUTH_MODE may be token by now)
+    AuthenticationTokenLoader.instance().reset_cache()
     cluster = Cluster(
         initialize_head=True,
         head_node_args={
