@@ -165,6 +165,26 @@ def request_inputs(
     )
 
 
+def planned_jobs(
+    request: EvalRequest, tasks: list[Task], runtime: str | None = None
+) -> list[Pending]:
+    """The (task, seed) jobs of ``request`` over ``tasks`` (narrowed to its ``task_ids``),
+    each with its cache key: what :func:`evaluate` runs or serves from the store, and what the
+    cost estimate counts before (``runtime``: the rollout's version, looked up when None)."""
+    if runtime is None:
+        runtime = rollout_version(request.suite.environment, request.policy.model)
+    inputs = request_inputs(request, runtime=runtime)  # each job's differs in task and seed
+    if request.pairs is not None:
+        by_id = {t.id: t for t in tasks}
+        chosen = [(by_id[tid], seed) for tid, seed in request.pairs if tid in by_id]
+    else:
+        seeds = range(request.seed, request.seed + request.rollouts)
+        chosen = [(t, s) for t in tasks for s in seeds]
+    return [
+        Pending(t, s, replace(inputs, task_hash=t.content_hash, seed=s).key()) for t, s in chosen
+    ]
+
+
 def evaluate(
     request: EvalRequest,
     store,
@@ -191,17 +211,8 @@ def evaluate(
         wanted = set(request.task_ids)
         tasks = [t for t in tasks if t.id in wanted]
     runtime = rollout_version(suite.environment, request.policy.model)
-    inputs = request_inputs(request, runtime=runtime)  # each job's differs in task and seed
     harness = request.harness
-    if request.pairs is not None:
-        by_id = {t.id: t for t in tasks}
-        chosen = [(by_id[tid], seed) for tid, seed in request.pairs if tid in by_id]
-    else:
-        seeds = range(request.seed, request.seed + request.rollouts)
-        chosen = [(t, s) for t in tasks for s in seeds]
-    jobs = [
-        Pending(t, s, replace(inputs, task_hash=t.content_hash, seed=s).key()) for t, s in chosen
-    ]
+    jobs = planned_jobs(request, tasks, runtime)
     found = store.get_by_cache_keys([j.cache_key for j in jobs])
     pending = [j for j in jobs if j.cache_key not in found]
     if pending:
